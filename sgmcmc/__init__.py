@@ -1,0 +1,50 @@
+"""sgmcmc: stochastic-gradient MCMC as compiled TensorFlow 2.
+
+A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
+SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case.
+"""
+
+# TEMP from .datasets import get_dataset
+from .errors import DivergenceError, NotInitialisedError
+from .sampler import Sampler
+from .samplers import (
+    sample_chain,
+    sghmc,
+    sghmc_setup,
+    sghmccv,
+    sghmccv_setup,
+    sgld,
+    sgld_setup,
+    sgldcv,
+    sgldcv_setup,
+    sgnht,
+    sgnht_setup,
+    sgnhtcv,
+    sgnhtcv_setup,
+)
+from .session import Session, get_params, init_sess, sgmcmc_step
+
+__all__ = [
+    "DivergenceError",
+    "NotInitialisedError",
+    "Sampler",
+    "Session",
+    "get_dataset",
+    "get_params",
+    "init_sess",
+    "sample_chain",
+    "sghmc",
+    "sghmc_setup",
+    "sghmccv",
+    "sghmccv_setup",
+    "sgld",
+    "sgld_setup",
+    "sgldcv",
+    "sgldcv_setup",
+    "sgmcmc_step",
+    "sgnht",
+    "sgnht_setup",
+    "sgnhtcv",
+    "sgnhtcv_setup",
+]
+__version__ = "0.1.0"

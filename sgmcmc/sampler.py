@@ -1,0 +1,181 @@
+"""The sampler object: chain state in variables, and the one compiled step both APIs share.
+
+``Sampler._step`` is the only place one iteration is written. The whole-chain API traces it
+inside a ``tf.while_loop`` (:meth:`Sampler.run_chunk`, many iterations per call, samples in
+a preallocated ``TensorArray``); the step-by-step API traces it alone
+(:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order,
+so the same seed gives the same chain.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from .errors import DivergenceError, NotInitialisedError
+from .gradients import ControlVariateGradient, MinibatchGradient
+from .kernels import SGD
+
+
+@dataclass(frozen=True)
+class ControlVariateSettings:
+    """What the control-variate samplers add: the mode search before sampling."""
+
+    opt_stepsize: dict[str, float]
+    n_iters_opt: int
+    verbose: bool
+
+
+class Sampler:
+    """One SG-MCMC chain: what ``*_setup`` returns.
+
+    Attributes
+    ----------
+    params : dict[str, tf.Variable]
+        The current state. User code may read it (e.g. a test-set log-loss) and sees each
+        new state after every :func:`sgmcmc.sgmcmc_step`.
+    method : str
+        ``"sgld"``, ``"sghmccv"``, …
+    seed : int
+        The seed in use (drawn at random when none was given).
+    """
+
+    def __init__(
+        self,
+        method: str,
+        kernel,
+        log_lik,
+        log_prior,
+        dataset: dict[str, np.ndarray],
+        params: dict[str, np.ndarray],
+        batch_size: int,
+        seed: int | None,
+        dtype: tf.DType,
+        control_variate: ControlVariateSettings | None = None,
+    ):
+        self.method = method
+        self.kernel = kernel
+        self.dtype = dtype
+        self.seed = int(seed) if seed is not None else secrets.randbits(63)
+        self.batch_size = batch_size
+        self.n_rows = len(next(iter(dataset.values())))
+        self.control_variate = control_variate
+        self._initial = params
+        self.generator = tf.random.Generator.from_seed(self.seed)
+        self.params = {k: tf.Variable(v, name=k) for k, v in params.items()}
+        data = {k: tf.convert_to_tensor(v) for k, v in dataset.items()}
+        self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.generator)
+        if control_variate is None:
+            self.estimator = self._plain
+        else:
+            self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in params.items()}
+            self._anchor_grad = {k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in params.items()}
+            self.estimator = ControlVariateGradient(self._plain, self._anchor, self._anchor_grad)
+        self._aux: dict[str, dict[str, tf.Variable]] | None = None
+        self.initialised = False
+        self.iteration = 0
+        self._compiled_step = None
+        self._run_chunk = None
+        self._run_opt_chunk = None
+
+    # -- one iteration -------------------------------------------------------------------
+    def _normal(self, shape) -> tf.Tensor:
+        return self.generator.normal(shape, dtype=self.dtype)
+
+    def _transition(self, kernel, estimator, aux_vars) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        params = {k: v.read_value() for k, v in self.params.items()}
+        aux = tf.nest.map_structure(lambda v: v.read_value(), aux_vars)
+        new_params, new_aux, log_post = kernel.one_step(params, aux, estimator, self._normal)
+        for k, v in self.params.items():
+            v.assign(new_params[k])
+        tf.nest.map_structure(lambda var, value: var.assign(value), aux_vars, new_aux)
+        return new_params, log_post
+
+    def _step(self) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """One iteration of the chain: the new parameters and the log-posterior estimate
+        at the state it started from."""
+        return self._transition(self.kernel, self.estimator, self._aux)
+
+    # -- compiled entry points ------------------------------------------------------------
+    def _chunk(self, transition, n: tf.Tensor, store: bool) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        samples = {
+            k: tf.TensorArray(self.dtype, size=n, element_shape=v.shape) for k, v in self.params.items() if store
+        }
+        log_posts = tf.TensorArray(self.dtype, size=n, element_shape=[])
+        for i in tf.range(n):
+            new_params, log_post = transition()
+            samples = {k: samples[k].write(i, new_params[k]) for k in samples}
+            log_posts = log_posts.write(i, log_post)
+        return {k: ta.stack() for k, ta in samples.items()}, log_posts.stack()
+
+    def run_chunk(self, n: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """``n`` iterations in one compiled call: the samples ``(n, *shape)`` per parameter and
+        the ``n`` log-posterior estimates."""
+        self._require_initialised()
+        if self._run_chunk is None:
+            self._run_chunk = tf.function(lambda n: self._chunk(self._step, n, store=True))
+        out = self._run_chunk(tf.constant(n, tf.int32))
+        self.iteration += n
+        return out
+
+    def run_opt_chunk(self, n: int) -> tf.Tensor:
+        """``n`` steps of the SGD mode search; returns their log-posterior estimates."""
+        if self._run_opt_chunk is None:
+            kernel = SGD(self.control_variate.opt_stepsize)
+            transition = lambda: self._transition(kernel, self._plain, {})  # noqa: E731
+            self._run_opt_chunk = tf.function(lambda n: self._chunk(transition, n, store=False)[1])
+        return self._run_opt_chunk(tf.constant(n, tf.int32))
+
+    def _checked_step(self) -> tf.Tensor:
+        new_params, log_post = self._step()
+        finite = [tf.reduce_all(tf.math.is_finite(p)) for p in new_params.values()]
+        return tf.reduce_all(tf.stack([tf.math.is_finite(log_post), *finite]))
+
+    def step(self) -> None:
+        """One iteration as one call of a compiled concrete function (no retracing)."""
+        self._require_initialised()
+        if self._compiled_step is None:
+            self._compiled_step = tf.function(self._checked_step).get_concrete_function()
+        finite = self._compiled_step()
+        self.iteration += 1
+        if not finite:
+            raise DivergenceError(
+                f"{self.method} diverged at iteration {self.iteration}: the log-posterior estimate or a "
+                f"parameter is NaN or Inf; try a smaller stepsize",
+                iteration=self.iteration,
+            )
+
+    # -- state -----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to the starting values and the seed's first random number."""
+        self.generator.reset_from_seed(self.seed)
+        for k, v in self.params.items():
+            v.assign(self._initial[k])
+        self.iteration = 0
+
+    def init_aux(self) -> None:
+        """Draw the kernel's auxiliary state (momenta, thermostats) at the current parameters."""
+        aux = self.kernel.init_aux({k: v.read_value() for k, v in self.params.items()}, self._normal)
+        if self._aux is None:
+            self._aux = tf.nest.map_structure(tf.Variable, aux)
+        else:
+            tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
+
+    def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
+        """Fix the control variate at the current parameters with its full-data gradient."""
+        for k, v in self.params.items():
+            self._anchor[k].assign(v)
+            self._anchor_grad[k].assign(anchor_grad[k])
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        self._require_initialised()
+        return {k: v.numpy() for k, v in self.params.items()}
+
+    def _require_initialised(self) -> None:
+        if not self.initialised:
+            raise NotInitialisedError(
+                f"this {self.method} sampler is not initialised: call sess = sgmcmc.init_sess(sampler) first"
+            )

@@ -1,0 +1,57 @@
+"""The step-by-step API (R's ``initSess`` / ``sgmcmcStep`` / ``getParams``).
+
+TensorFlow 2 has no sessions; :class:`Session` keeps the name and role for R users: it is
+the handle ``init_sess`` returns, proof that the sampler was prepared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .control_variates import find_mode_and_anchor
+from .sampler import Sampler
+
+
+@dataclass(frozen=True)
+class Session:
+    """Handle returned by :func:`init_sess`; pass it to :func:`sgmcmc_step` and :func:`get_params`."""
+
+    sampler: Sampler
+
+
+def init_sess(sampler: Sampler, verbose: bool = True) -> Session:
+    """Prepare ``sampler`` to run: reset it to its starting values and seed, and for the
+    control-variate samplers run the mode search and the full-data gradient (with progress
+    when ``verbose``), leaving the chain at the mode. Calling it again restarts the chain."""
+    if not isinstance(sampler, Sampler):
+        raise TypeError(f"init_sess needs a sampler made by a *_setup function, got {type(sampler).__name__}")
+    sampler.initialised = False
+    sampler.reset()
+    if sampler.control_variate is not None:
+        find_mode_and_anchor(sampler, verbose)
+    sampler.init_aux()
+    sampler.initialised = True
+    return Session(sampler)
+
+
+def _check(sampler: Sampler, sess: Session) -> None:
+    if not isinstance(sampler, Sampler):
+        raise TypeError(f"expected a sampler made by a *_setup function, got {type(sampler).__name__}")
+    sampler._require_initialised()
+    if not isinstance(sess, Session) or sess.sampler is not sampler:
+        raise ValueError("sess does not belong to this sampler: pass the handle init_sess(sampler) returned")
+
+
+def sgmcmc_step(sampler: Sampler, sess: Session) -> None:
+    """One iteration of the chain (for SGHMC: one iteration of ``L`` inner steps), as one
+    compiled call. Raises :class:`~sgmcmc.DivergenceError` if the state becomes NaN/Inf."""
+    _check(sampler, sess)
+    sampler.step()
+
+
+def get_params(sampler: Sampler, sess: Session) -> dict[str, np.ndarray]:
+    """The current state: name -> numpy array of the parameter's shape."""
+    _check(sampler, sess)
+    return sampler.get_params()
