@@ -4,7 +4,7 @@ A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
 SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case.
 """
 
-# TEMP from .datasets import get_dataset
+from .datasets import get_dataset
 from .errors import DivergenceError, NotInitialisedError
 from .sampler import Sampler
 from .samplers import (
