@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The project's two commands, needing nothing but Python 3.10+ and pip:
+
+    python3 tasks.py demo   # the main job: SGLD-CV logistic regression, summary + plot
+    python3 tasks.py test   # the test suite
+
+Each creates the virtualenv ``.venv`` from pyproject.toml when it is missing or older than
+pyproject.toml, then runs inside it. Extra arguments are passed on (to pytest for ``test``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".installed"
+PYTHON = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def ensure_venv() -> None:
+    if STAMP.exists() and STAMP.stat().st_mtime >= (ROOT / "pyproject.toml").stat().st_mtime:
+        return
+    if not PYTHON.exists():
+        print(f"creating {VENV} ...", flush=True)
+        venv.create(VENV, with_pip=True)
+    print("installing sgmcmc and its dependencies into .venv (first run: a few minutes) ...", flush=True)
+    subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([PYTHON, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+    STAMP.touch()
+
+
+def main(argv: list[str]) -> int:
+    commands = {
+        "demo": [PYTHON, ROOT / "vignettes" / "main_job.py"],
+        "test": [PYTHON, "-m", "pytest", "-q", ROOT / "tests"],
+    }
+    if not argv or argv[0] not in commands:
+        print(__doc__)
+        return 2
+    ensure_venv()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    return subprocess.run([*commands[argv[0]], *argv[1:]], cwd=ROOT, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
