@@ -50,7 +50,7 @@ def load(synthetic: bool) -> tuple[np.ndarray, str]:
         try:
             return sgmcmc.get_dataset("covertype"), "covertype (LIBSVM, scaled)"
         except DatasetUnavailableError as error:
-            print(f"covertype is not available ({error}); using synthetic covertype-shaped data")
+            print(f"{str(error).splitlines()[0]}\n-> using synthetic covertype-shaped data instead (README, 'Datasets')")
     return synthetic_covertype(), "synthetic covertype-shaped data"
 
 
