@@ -92,10 +92,10 @@ class MinibatchGradient:
         r""":math:`\nabla\log p(\theta|x)` over all N rows, summed in batches of
         :data:`FULL_GRADIENT_BATCH_ROWS` rows so memory stays bounded (one compiled call per
         batch)."""
-        batch_grad = tf.function(
-            lambda p, batch: value_and_grad(lambda q: self.log_lik(q, batch), p)[1],
-            reduce_retracing=True,
-        )
+        @tf.function(reduce_retracing=True)
+        def batch_grad(p, batch):
+            return value_and_grad(lambda q: self.log_lik(q, batch), p)[1]
+
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = {name: tf.zeros_like(p) for name, p in params.items()}
         for start in range(0, self.n_rows, FULL_GRADIENT_BATCH_ROWS):

@@ -146,8 +146,8 @@ def batch_size(minibatch_size: Any, n_rows: int) -> int:
 
 
 def _is_dtype_clash(error: Exception) -> bool:
-    text = str(error).lower()
-    return ("double" in text or "float64" in text) and ("float" in text.replace("float64", ""))
+    text = str(error).lower().replace("float64", "double")
+    return "double" in text and "float" in text
 
 
 def trial_evaluation(
@@ -174,11 +174,12 @@ def trial_evaluation(
             value = tf.convert_to_tensor(call())
         except Exception as error:  # the user's code may raise anything
             if _is_dtype_clash(error):
+                other = tf.float32 if dtype == tf.float64 else tf.float64
                 raise TypeError(
-                    f"{what} mixes float64 and {dtype.name} tensors ({type(error).__name__}: {error}). "
+                    f"{what} mixes {other.name} and {dtype.name} tensors ({type(error).__name__}: {error}). "
                     f"The model runs in {dtype.name}: create constants with dtype=tf.{dtype.name} "
                     f"(e.g. tf.constant(x, dtype=tf.{dtype.name})), or run the sampler with "
-                    f"dtype=tf.float64"
+                    f"dtype=tf.{other.name}"
                 ) from error
             raise RuntimeError(
                 f"{what} failed on a trial evaluation ({type(error).__name__}: {error}); check that it "

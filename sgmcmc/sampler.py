@@ -127,7 +127,12 @@ class Sampler:
         the ``n`` log-posterior estimates."""
         self._require_initialised()
         if self._run_chunk is None:
-            self._run_chunk = tf.function(lambda n: self._chunk(self._step, self._aux, n, store=True))
+
+            @tf.function
+            def run_chunk(n):
+                return self._chunk(self._step, self._aux, n, store=True)
+
+            self._run_chunk = run_chunk
         out = self._run_chunk(tf.constant(n, tf.int32))
         self.iteration += n
         return out
@@ -142,7 +147,11 @@ class Sampler:
                 new_params, _, log_post = kernel.one_step(params, {}, self._plain, self._normal)
                 return (new_params, {}), log_post
 
-            self._run_opt_chunk = tf.function(lambda n: self._chunk(transition, {}, n, store=False)[1])
+            @tf.function
+            def run_opt_chunk(n):
+                return self._chunk(transition, {}, n, store=False)[1]
+
+            self._run_opt_chunk = run_opt_chunk
         return self._run_opt_chunk(tf.constant(n, tf.int32))
 
     def _checked_step(self) -> tf.Tensor:
@@ -190,7 +199,7 @@ class Sampler:
 
     def get_params(self) -> dict[str, np.ndarray]:
         self._require_initialised()
-        return {k: v.numpy() for k, v in self.params.items()}
+        return {k: np.array(v.numpy()) for k, v in self.params.items()}
 
     def _require_initialised(self) -> None:
         if not self.initialised:

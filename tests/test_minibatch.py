@@ -1,0 +1,53 @@
+"""The in-graph minibatch sampler draws uniform subsets without replacement (both paths)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy import stats
+
+from sgmcmc.minibatch import MAX_EXPECTED_COLLISIONS, sample_indices
+
+
+def draws(n_rows: int, batch_size: int, n_draws: int, seed: int = 0) -> np.ndarray:
+    generator = tf.random.Generator.from_seed(seed)
+
+    @tf.function
+    def many():
+        out = tf.TensorArray(tf.int64, size=n_draws)
+        for i in tf.range(n_draws):
+            out = out.write(i, sample_indices(generator, n_rows, batch_size))
+        return out.stack()
+
+    return many().numpy()
+
+
+@pytest.mark.parametrize(
+    "n_rows, batch_size",
+    [(12, 3), (12, 9)],  # 3·2/24 ≤ 1: rejection; 9·8/24 = 3 > 1: permutation
+    ids=["rejection", "permutation"],
+)
+def test_subsets_are_distinct_and_uniform(n_rows, batch_size):
+    assert (batch_size * (batch_size - 1) / (2 * n_rows) <= MAX_EXPECTED_COLLISIONS) == (batch_size == 3)
+    out = draws(n_rows, batch_size, 4000)
+    assert out.min() >= 0 and out.max() < n_rows
+    assert all(len(set(row)) == batch_size for row in out)
+    # Every one of the C(12, k) subsets equally likely: chi-square goodness of fit.
+    subsets = {s: i for i, s in enumerate(itertools.combinations(range(n_rows), batch_size))}
+    counts = np.bincount([subsets[tuple(sorted(row))] for row in out], minlength=len(subsets))
+    if len(subsets) > 400:  # too many cells for 4,000 draws: test the pairs instead
+        pair = np.zeros((n_rows, n_rows))
+        for row in out:
+            for a, b in itertools.combinations(sorted(row), 2):
+                pair[a, b] += 1
+        counts = pair[np.triu_indices(n_rows, 1)]
+    assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_large_dataset_marginals():
+    out = draws(581_012, 500, 200)
+    assert all(len(set(row)) == 500 for row in out)
+    # Inclusion of each decile of the index range: 10 equal cells.
+    counts = np.bincount(out.ravel() * 10 // 581_012, minlength=10)
+    assert stats.chisquare(counts).pvalue > 1e-4

@@ -1,0 +1,408 @@
+"""Bad input raises before anything runs, with a message that says what to fix; divergence
+and Ctrl-C lose nothing computed (SPEC §2, §4)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import sgmcmc
+import sgmcmc.sampler
+
+tfd = tfp.distributions
+
+SAMPLERS = ("sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv")
+CV_SAMPLERS = ("sgldcv", "sghmccv", "sgnhtcv")
+
+
+@pytest.fixture
+def no_sampler(monkeypatch):
+    """Fail loudly if a Sampler (variables, compiled functions) is ever built: every check
+    must happen before that."""
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a Sampler was built before the bad input was reported")
+
+    monkeypatch.setattr(sgmcmc.sampler.Sampler, "__init__", refuse)
+
+
+@pytest.fixture(scope="module")
+def two_params():
+    """log_lik over two scalar parameters, mean theta + phi."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=500).astype(np.float32)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfd.Normal(params["theta"] + params["phi"], 1.0).log_prob(dataset["x"]))
+
+    return log_lik, {"x": x}, {"theta": 0.0, "phi": 0.0}
+
+
+def _call(name, model, setup=False, **kwargs):
+    """Call sampler ``name`` (or ``name_setup``) on ``model`` with valid defaults + kwargs."""
+    args = dict(stepsize=1e-4, log_prior=model.log_prior, minibatch_size=100, verbose=False, seed=1)
+    if name.endswith("cv"):
+        args.update(opt_stepsize=1e-5, n_iters_opt=100)
+    if not setup:
+        args["n_iters"] = 100
+    else:
+        if not name.endswith("cv"):
+            args.pop("verbose")
+    log_lik = kwargs.pop("log_lik", model.log_lik)
+    dataset = kwargs.pop("dataset", model.dataset)
+    params = kwargs.pop("params", model.params)
+    args.update(kwargs)
+    fn = getattr(sgmcmc, f"{name}_setup" if setup else name)
+    return fn(log_lik, dataset, params, **args)
+
+
+# -- per-parameter settings -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, what",
+    [("sgld", "stepsize"), ("sghmc", "alpha"), ("sgnht", "a"), ("sgldcv", "opt_stepsize"), ("sghmccv", "stepsize")],
+)
+def test_setting_dict_with_missing_name(name, what, two_params, no_sampler):
+    log_lik, dataset, params = two_params
+    args = dict(stepsize=1e-5, minibatch_size=50, n_iters=10, verbose=False)
+    if name.endswith("cv"):
+        args["opt_stepsize"] = 1e-5
+    args[what] = {"theta": 1e-5}
+    with pytest.raises(ValueError, match=re.escape(f"{what} dict must have exactly the names of params")) as info:
+        getattr(sgmcmc, name)(log_lik, dataset, params, **args)
+    assert "missing ['phi']" in str(info.value)
+
+
+@pytest.mark.parametrize("name, what", [("sgld", "stepsize"), ("sghmc", "alpha"), ("sgnht", "a"), ("sgnhtcv", "opt_stepsize")])
+def test_setting_dict_with_unknown_name(name, what, two_params, no_sampler):
+    log_lik, dataset, params = two_params
+    args = dict(stepsize=1e-5, minibatch_size=50, n_iters=10, verbose=False)
+    if name.endswith("cv"):
+        args["opt_stepsize"] = 1e-5
+    args[what] = {"theta": 1e-5, "phi": 1e-5, "psi": 1e-5}
+    with pytest.raises(ValueError, match=r"unknown \['psi'\]"):
+        getattr(sgmcmc, name)(log_lik, dataset, params, **args)
+
+
+@pytest.mark.parametrize("value", [0, -1e-4, 0.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_non_positive_stepsize(name, value, small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="stepsize must be positive"):
+        _call(name, small_gauss, stepsize=value)
+
+
+def test_non_positive_stepsize_in_dict(two_params, no_sampler):
+    log_lik, dataset, params = two_params
+    with pytest.raises(ValueError, match=re.escape("stepsize['phi'] must be positive")):
+        sgmcmc.sgld(log_lik, dataset, params, {"theta": 1e-5, "phi": -1e-5}, n_iters=10, verbose=False)
+
+
+@pytest.mark.parametrize("name, kwargs, match", [
+    ("sghmc", dict(alpha=-0.1), "alpha must be positive"),
+    ("sgnht", dict(a=0), "a must be positive"),
+    ("sgldcv", dict(opt_stepsize=-1e-5), "opt_stepsize must be positive"),
+    ("sgnhtcv", dict(opt_stepsize=0.0), "opt_stepsize must be positive"),
+])
+def test_non_positive_other_settings(name, kwargs, match, small_gauss, no_sampler):
+    with pytest.raises(ValueError, match=match):
+        _call(name, small_gauss, **kwargs)
+
+
+def test_stepsize_not_a_number(small_gauss, no_sampler):
+    with pytest.raises(TypeError, match="stepsize must be a number"):
+        _call("sgld", small_gauss, stepsize="1e-4")
+
+
+# -- counts ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -10])
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_non_positive_n_iters(name, value, small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="n_iters must be a positive whole number"):
+        _call(name, small_gauss, n_iters=value)
+
+
+def test_fractional_n_iters(small_gauss, no_sampler):
+    with pytest.raises(TypeError, match="n_iters must be a whole number"):
+        _call("sgld", small_gauss, n_iters=10.5)
+
+
+@pytest.mark.parametrize("setup", [False, True])
+@pytest.mark.parametrize("name", CV_SAMPLERS)
+def test_non_positive_n_iters_opt(name, setup, small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="n_iters_opt must be a positive whole number"):
+        _call(name, small_gauss, setup=setup, n_iters_opt=0)
+
+
+@pytest.mark.parametrize("setup", [False, True])
+@pytest.mark.parametrize("name", ["sghmc", "sghmccv"])
+def test_non_positive_L(name, setup, small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="L must be a positive whole number"):
+        _call(name, small_gauss, setup=setup, L=0)
+
+
+@pytest.mark.parametrize("setup", [False, True])
+@pytest.mark.parametrize("name", CV_SAMPLERS)
+def test_missing_opt_stepsize(name, setup, small_gauss, no_sampler):
+    with pytest.raises(TypeError, match=f"{name} needs opt_stepsize"):
+        _call(name, small_gauss, setup=setup, opt_stepsize=None)
+
+
+# -- dataset ------------------------------------------------------------------------------------
+
+
+def test_dataset_entries_of_different_lengths(small_gauss, no_sampler):
+    x = small_gauss.dataset["x"]
+    with pytest.raises(ValueError, match="different lengths on the first axis"):
+        _call("sgld", small_gauss, dataset={"x": x, "y": x[:-1]})
+
+
+def test_minibatch_larger_than_dataset(small_gauss, no_sampler):
+    with pytest.raises(ValueError, match=r"larger than the dataset \(N=1000 rows\)"):
+        _call("sgldcv", small_gauss, minibatch_size=1001)
+
+
+def test_minibatch_proportion_rounding_to_zero(small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="rounds to 0 rows"):
+        _call("sghmc", small_gauss, minibatch_size=1e-4)
+
+
+def test_minibatch_neither_proportion_nor_count(small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="neither a proportion"):
+        _call("sgld", small_gauss, minibatch_size=2.5)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_in_data(bad, small_gauss, no_sampler):
+    x = small_gauss.dataset["x"].copy()
+    x[17] = bad
+    with pytest.raises(ValueError, match=re.escape("dataset['x'] contains NaN or Inf (first at row 17)")):
+        _call("sgld", small_gauss, dataset={"x": x})
+
+
+# -- the user's functions -----------------------------------------------------------------------
+
+
+def test_log_lik_not_scalar(small_gauss, no_sampler):
+    def log_lik(params, dataset):  # forgot tf.reduce_sum
+        return tfd.Normal(params["theta"], 1.0).log_prob(dataset["x"])
+
+    with pytest.raises(ValueError, match=r"log_lik must return a scalar .* tf\.reduce_sum"):
+        _call("sgld", small_gauss, log_lik=log_lik)
+
+
+def test_log_prior_not_scalar(gauss3d, no_sampler):
+    def log_prior(params):  # a vector of per-coordinate log densities
+        return tfd.Normal(0.0, 5.0).log_prob(params["theta"])
+
+    with pytest.raises(ValueError, match=r"log_prior must return a scalar .*shape \[3\]"):
+        _call("sgnht", gauss3d, log_prior=log_prior)
+
+
+def test_float64_constant_in_float32_model(small_gauss, no_sampler):
+    weights = tf.constant(np.ones(1))  # float64, as numpy arrays default to
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(weights * tfd.Normal(params["theta"], 1.0).log_prob(dataset["x"]))
+
+    with pytest.raises(TypeError, match=re.escape("create constants with dtype=tf.float32")):
+        _call("sgld", small_gauss, log_lik=log_lik)
+
+
+def test_float64_tfp_constant_in_float32_model(small_gauss, no_sampler):
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfd.Normal(params["theta"], tf.constant(1.0, tf.float64)).log_prob(dataset["x"]))
+
+    with pytest.raises(TypeError, match=re.escape("create constants with dtype=tf.float32")):
+        _call("sgldcv", small_gauss, log_lik=log_lik)
+
+
+def test_float32_constant_in_float64_model(gauss1d_f64, no_sampler):
+    """The mirror case: the message must name the offending float32 and not advise switching
+    to float64, which the model already uses."""
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfd.Normal(params["theta"], tf.constant(1.0, tf.float32)).log_prob(dataset["x"]))
+
+    with pytest.raises(TypeError, match=re.escape("create constants with dtype=tf.float64")) as info:
+        _call("sgld", gauss1d_f64, log_lik=log_lik, dtype=tf.float64)
+    summary = str(info.value).split(" (")[0]  # the package's own sentence, before the TF error
+    assert "float32" in summary, str(info.value)
+    assert "or run the sampler with dtype=tf.float64" not in str(info.value), str(info.value)
+
+
+def test_log_lik_returning_float64(small_gauss, no_sampler):
+    def log_lik(params, dataset):
+        return tf.cast(tf.reduce_sum(tfd.Normal(params["theta"], 1.0).log_prob(dataset["x"])), tf.float64)
+
+    with pytest.raises(TypeError, match="returned a float64 value but the model runs in float32"):
+        _call("sgld", small_gauss, log_lik=log_lik)
+
+
+def test_log_lik_with_wrong_dataset_name(small_gauss, no_sampler):
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfd.Normal(params["theta"], 1.0).log_prob(dataset["y"]))
+
+    with pytest.raises(RuntimeError, match="failed on a trial evaluation"):
+        _call("sgld", small_gauss, log_lik=log_lik)
+
+
+def test_log_lik_not_finite_at_start(small_gauss, no_sampler):
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfd.Normal(0.0, params["theta"]).log_prob(dataset["x"]))
+
+    with pytest.raises(ValueError, match="at the starting values"):
+        _call("sgld", small_gauss, log_lik=log_lik, params={"theta": -1.0})
+
+
+# -- params, dtype, seed ----------------------------------------------------------------------
+
+
+def test_empty_params(small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="params is empty"):
+        _call("sgld", small_gauss, params={})
+
+
+def test_non_numeric_params(small_gauss, no_sampler):
+    with pytest.raises(TypeError, match=re.escape("params['theta'] is not numeric")):
+        _call("sgldcv", small_gauss, params={"theta": "zero"})
+
+
+def test_params_not_a_dict(small_gauss, no_sampler):
+    with pytest.raises(TypeError, match="params must be a dict"):
+        _call("sgld", small_gauss, params=[0.0])
+
+
+def test_non_finite_start(small_gauss, no_sampler):
+    with pytest.raises(ValueError, match="contains NaN or Inf"):
+        _call("sgld", small_gauss, params={"theta": np.inf})
+
+
+@pytest.mark.parametrize("dtype, error, match", [
+    ("float16", ValueError, "dtype=float16 is not supported"),
+    (tf.int32, ValueError, "dtype=int32 is not supported"),
+    ("not-a-dtype", TypeError, "is not a TensorFlow dtype"),
+])
+@pytest.mark.parametrize("setup", [False, True])
+def test_bad_dtype(dtype, error, match, setup, small_gauss, no_sampler):
+    with pytest.raises(error, match=match):
+        _call("sgld", small_gauss, setup=setup, dtype=dtype)
+
+
+@pytest.mark.parametrize("seed", ["1", 1.5, True, [1]])
+@pytest.mark.parametrize("name", ["sgld", "sgnhtcv"])
+def test_seed_not_int(name, seed, small_gauss, no_sampler):
+    with pytest.raises(TypeError, match="seed must be an int or None"):
+        _call(name, small_gauss, seed=seed)
+
+
+# -- divergence -----------------------------------------------------------------------------------
+
+
+def test_divergence_with_huge_stepsize(gauss1d):
+    m = gauss1d
+    with pytest.raises(sgmcmc.DivergenceError, match="smaller stepsize") as info:
+        sgmcmc.sgld(m.log_lik, m.dataset, m.params, 10.0, log_prior=m.log_prior, minibatch_size=100,
+                    n_iters=1_000, verbose=False, seed=1)
+    e = info.value
+    assert re.search(rf"diverged at iteration {e.iteration}\b", str(e))
+    assert e.iteration >= 1
+    assert set(e.samples) == {"theta"}
+    assert e.samples["theta"].shape == (e.iteration - 1,)
+    assert np.all(np.isfinite(e.samples["theta"]))
+
+
+@pytest.fixture(scope="module")
+def slow_divergence(gauss1d):
+    """SGLD started at the exact mode with eps = 5/N: the deviation from the mean follows
+    d_{k+1} = rho d_k + noise with rho = 1 - eps * lambda / 2 = -1.5, so it stays finite for
+    ~100 iterations (past the first compiled chunk) before float32 overflows."""
+    m = gauss1d
+    eps = 5.0 / m.n_rows
+    kwargs = dict(log_prior=m.log_prior, minibatch_size=100, seed=1)
+    return m, eps, {"theta": float(m.mean[0])}, kwargs
+
+
+def test_divergence_after_some_steps_keeps_samples(slow_divergence):
+    m, eps, start, kwargs = slow_divergence
+    with pytest.raises(sgmcmc.DivergenceError, match=r"sgld diverged at iteration \d+.*try a smaller stepsize") as info:
+        sgmcmc.sgld(m.log_lik, m.dataset, start, eps, n_iters=2_000, verbose=False, **kwargs)
+    e = info.value
+    assert e.iteration > 20
+    assert f"iteration {e.iteration}:" in str(e)
+    theta = e.samples["theta"]
+    assert theta.shape == (e.iteration - 1,)
+    assert np.all(np.isfinite(theta))
+    # the kept samples are the real chain: once the deviation dwarfs the noise it grows by
+    # exactly rho = 1 - eps * lambda / 2 per step
+    rho = 1 - eps / m.cov[0, 0] / 2
+    deviation = theta.astype(np.float64) - m.mean[0]
+    np.testing.assert_allclose(deviation[-20:] / deviation[-21:-1], rho, rtol=1e-3)
+    assert abs(deviation[-1]) > 1e15
+
+
+def test_divergence_in_step_api(slow_divergence):
+    m, eps, start, kwargs = slow_divergence
+    whole = None
+    try:
+        sgmcmc.sgld(m.log_lik, m.dataset, start, eps, n_iters=2_000, verbose=False, **kwargs)
+    except sgmcmc.DivergenceError as e:
+        whole = e
+    sampler = sgmcmc.sgld_setup(m.log_lik, m.dataset, start, eps, **kwargs)
+    sess = sgmcmc.init_sess(sampler, verbose=False)
+    with pytest.raises(sgmcmc.DivergenceError, match="try a smaller stepsize") as info:
+        for _ in range(2_000):
+            sgmcmc.sgmcmc_step(sampler, sess)
+    assert f"iteration {info.value.iteration}:" in str(info.value)
+    assert info.value.iteration > 20
+    # same seed, same step function: diverges at the same iteration as the whole chain
+    assert whole is not None and info.value.iteration == whole.iteration
+
+
+def test_divergence_in_mode_search(small_gauss):
+    with pytest.raises(sgmcmc.DivergenceError, match="smaller opt_stepsize"):
+        _call("sgldcv", small_gauss, opt_stepsize=1.0, n_iters_opt=200)
+
+
+# -- Ctrl-C -------------------------------------------------------------------------------------
+
+
+def _interrupt_on_call(monkeypatch, attribute, call_number):
+    original = getattr(sgmcmc.sampler.Sampler, attribute)
+    calls = []
+
+    def interrupted(self, n):
+        calls.append(n)
+        if len(calls) == call_number:
+            raise KeyboardInterrupt
+        return original(self, n)
+
+    monkeypatch.setattr(sgmcmc.sampler.Sampler, attribute, interrupted)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
+def test_ctrl_c_returns_completed_chunks_with_warning(name, small_gauss, monkeypatch):
+    n_iters = 5_000
+    full = _call(name, small_gauss, n_iters=n_iters)["theta"]
+    calls = _interrupt_on_call(monkeypatch, "run_chunk", 3)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        out = _call(name, small_gauss, n_iters=n_iters)
+    done = sum(calls[:2])
+    assert len(calls) == 3 and 0 < done < n_iters
+    assert set(out) == {"theta"}
+    assert out["theta"].shape == (done,)
+    np.testing.assert_array_equal(out["theta"], full[:done])
+
+
+def test_ctrl_c_during_mode_search_propagates(small_gauss, monkeypatch):
+    """Before sampling starts there are no samples to return: KeyboardInterrupt goes through."""
+    _interrupt_on_call(monkeypatch, "run_opt_chunk", 2)
+    with pytest.raises(KeyboardInterrupt):
+        _call("sgldcv", small_gauss, n_iters_opt=5_000)
