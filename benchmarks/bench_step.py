@@ -1,0 +1,63 @@
+"""Step-by-step API cost on covertype-shaped logistic regression (N = 581,012, n = 500).
+
+Prints the median per-call cost of ``sgmcmc_step`` and of ``get_params`` (blocks of 1,000
+calls, medians over blocks), and resident memory (RSS) after 10^3 and after 10^5 steps.
+
+Usage: python benchmarks/bench_step.py [--steps 100000] [--n-rows 581012]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
+
+import sgmcmc  # noqa: E402
+from logreg_model import log_lik, log_prior, make_data, start  # noqa: E402
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--n-rows", type=int, default=581_012)
+    args = p.parse_args(argv)
+    sampler = sgmcmc.sgld_setup(log_lik, make_data(args.n_rows), start(), 5e-6, log_prior, 500, seed=1)
+    sess = sgmcmc.init_sess(sampler, verbose=False)
+    step_us, get_us = [], []
+    rss_1e3 = None
+    done = 0
+    while done < args.steps:
+        t = time.perf_counter()
+        for _ in range(1000):
+            sgmcmc.sgmcmc_step(sampler, sess)
+        step_us.append((time.perf_counter() - t) / 1000 * 1e6)
+        t = time.perf_counter()
+        for _ in range(1000):
+            sgmcmc.get_params(sampler, sess)
+        get_us.append((time.perf_counter() - t) / 1000 * 1e6)
+        done += 1000
+        if done == 1000:
+            rss_1e3 = rss_mb()
+    print(
+        f"N={args.n_rows}: sgmcmc_step {statistics.median(step_us[1:] or step_us):.0f} µs/call, "
+        f"get_params {statistics.median(get_us):.0f} µs/call (medians over blocks of 1,000); "
+        f"RSS after 10^3 steps {rss_1e3:.0f} MB, after {done:,} steps {rss_mb():.0f} MB",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
