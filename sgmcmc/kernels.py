@@ -18,7 +18,8 @@ from . import dynamics
 Params = dict[str, tf.Tensor]
 Aux = dict[str, dict[str, tf.Tensor]]
 Estimator = Callable[[Params], tuple[tf.Tensor, Params]]
-Normal = Callable[[tf.TensorShape], tf.Tensor]
+#: ``normal(params)``: standard normal noise shaped like each parameter (one draw for all).
+Normal = Callable[[Params], Params]
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,8 @@ class SGLD:
 
     def one_step(self, params: Params, aux: Aux, estimate: Estimator, normal: Normal):
         log_post, grads = estimate(params)
-        new = {
-            k: dynamics.sgld_update(params[k], grads[k], normal(params[k].shape), self.stepsize[k])
-            for k in params
-        }
+        noise = normal(params)
+        new = {k: dynamics.sgld_update(params[k], grads[k], noise[k], self.stepsize[k]) for k in params}
         return new, aux, log_post
 
 
@@ -51,15 +50,17 @@ class SGHMC:
 
     def one_step(self, params: Params, aux: Aux, estimate: Estimator, normal: Normal):
         params = dict(params)
-        nu = {k: dynamics.momentum_refresh(normal(p.shape), self.stepsize[k]) for k, p in params.items()}
+        refresh = normal(params)
+        nu = {k: dynamics.momentum_refresh(refresh[k], self.stepsize[k]) for k in params}
         first_log_post = None
         for _ in range(self.L):
             log_post, grads = estimate(params)
             if first_log_post is None:
                 first_log_post = log_post
+            noise = normal(params)
             for k in params:
                 params[k], nu[k] = dynamics.sghmc_update(
-                    params[k], nu[k], grads[k], normal(params[k].shape), self.stepsize[k], self.alpha[k]
+                    params[k], nu[k], grads[k], noise[k], self.stepsize[k], self.alpha[k]
                 )
         return params, aux, first_log_post
 
@@ -73,17 +74,18 @@ class SGNHT:
 
     def init_aux(self, params: Params, normal: Normal) -> Aux:
         return {
-            "momentum": {k: dynamics.momentum_refresh(normal(p.shape), self.stepsize[k]) for k, p in params.items()},
+            "momentum": {k: dynamics.momentum_refresh(xi, self.stepsize[k]) for k, xi in normal(params).items()},
             "thermostat": {k: tf.constant(self.a[k], p.dtype) for k, p in params.items()},
         }
 
     def one_step(self, params: Params, aux: Aux, estimate: Estimator, normal: Normal):
         log_post, grads = estimate(params)
         u, thermostat = dict(aux["momentum"]), dict(aux["thermostat"])
+        noise = normal(params)
         new = {}
         for k in params:
             new[k], u[k], thermostat[k] = dynamics.sgnht_update(
-                params[k], u[k], thermostat[k], grads[k], normal(params[k].shape), self.stepsize[k], self.a[k]
+                params[k], u[k], thermostat[k], grads[k], noise[k], self.stepsize[k], self.a[k]
             )
         return new, {"momentum": u, "thermostat": thermostat}, log_post
 

@@ -82,8 +82,12 @@ class Sampler:
         self._run_opt_chunk = None
 
     # -- one iteration -------------------------------------------------------------------
-    def _normal(self, shape) -> tf.Tensor:
-        return self.generator.normal(shape, dtype=self.dtype)
+    def _normal(self, like: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Standard normal noise shaped like each tensor of ``like``, from one generator call
+        (one random op per step instead of one per parameter)."""
+        sizes = [int(v.shape.num_elements()) for v in like.values()]
+        flat = tf.split(self.generator.normal([sum(sizes)], dtype=self.dtype), sizes)
+        return {k: tf.reshape(x, v.shape) for (k, v), x in zip(like.items(), flat)}
 
     def _read_state(self, aux_vars) -> tuple[dict[str, tf.Tensor], dict]:
         return (
