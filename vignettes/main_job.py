@@ -45,13 +45,15 @@ def test_log_loss(bias: np.ndarray, beta: np.ndarray, X: np.ndarray, y: np.ndarr
     return np.mean(np.logaddexp(0.0, z) - y * z, axis=1)
 
 
-def load(synthetic: bool) -> tuple[np.ndarray, str]:
+def load(synthetic: bool) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """The data, the true coefficients (generated data only) and a description."""
     if not synthetic:
         try:
-            return sgmcmc.get_dataset("covertype"), "covertype (LIBSVM, scaled)"
+            return sgmcmc.get_dataset("covertype"), None, "covertype (LIBSVM, scaled)"
         except DatasetUnavailableError as error:
             print(f"{str(error).splitlines()[0]}\n-> using synthetic covertype-shaped data instead (README, 'Datasets')")
-    return synthetic_covertype(), "synthetic covertype-shaped data"
+    data, coef = synthetic_covertype(return_coef=True)
+    return data, coef, "synthetic covertype-shaped data"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--synthetic", action="store_true", help="skip the real data")
     args = parser.parse_args(argv)
 
-    data, source = load(args.synthetic)
+    data, true_coef, source = load(args.synthetic)
     rng = np.random.default_rng(1)
     rows = rng.permutation(len(data))
     test, train = data[rows[:N_TEST]], data[rows[N_TEST:]]
@@ -79,10 +81,15 @@ def main(argv: list[str] | None = None) -> dict:
     losses = test_log_loss(out["bias"], out["beta"], test[:, 1:], test[:, 0])
     posterior_mean_loss = float(np.mean(losses[burn:]))
     prior_loss = float(np.log(2.0))
+    true_loss = None
+    if true_coef is not None:
+        true_loss = float(test_log_loss(true_coef[:1], true_coef[None, 1:], test[:, 1:], test[:, 0])[0])
 
     print(f"\nSGLD-CV logistic regression on {source}: N = {len(train):,} rows, d = {train.shape[1] - 1}")
     print(f"{args.iters:,} iterations + {args.iters_opt:,} optimisation steps in {seconds:.1f} s")
     print(f"test log-loss after burn-in: {posterior_mean_loss:.4f} (prior-mean predictor: {prior_loss:.4f})")
+    if true_loss is not None:
+        print(f"test log-loss at the true coefficients of the generated data: {true_loss:.4f}")
     sd = out["beta"][burn:].std(axis=0)
     print(f"posterior sd of the coefficients: median {np.median(sd):.3g}, range {sd.min():.3g}–{sd.max():.3g}")
 
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     figure = out_dir / "sgldcv_logistic_regression.png"
     fig.savefig(figure, dpi=110)
     print(f"figure: {figure}")
-    return {"log_loss": posterior_mean_loss, "seconds": seconds, "figure": str(figure)}
+    return {"log_loss": posterior_mean_loss, "true_log_loss": true_loss, "seconds": seconds, "figure": str(figure)}
 
 
 if __name__ == "__main__":
