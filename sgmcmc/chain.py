@@ -85,10 +85,11 @@ def run_chunked(
                 storage[name][done : done + kept] = samples[name][:kept]
             if bad is not None:
                 at = done + bad + 1
+                culprits = [name for name, s in samples.items() if not np.isfinite(s[bad]).all()]
+                what = f"parameter {', '.join(map(repr, culprits))}" if culprits else "the log-posterior estimate"
                 raise DivergenceError(
-                    f"{desc} diverged at iteration {at}: the log-posterior estimate or a parameter is "
-                    f"NaN or Inf; {hint}. The {at - 1} samples drawn before it are in the exception's "
-                    f"`samples` attribute",
+                    f"{desc} diverged at iteration {at}: {what} became NaN or Inf; {hint}. The "
+                    f"{at - 1} samples drawn before it are in the exception's `samples` attribute",
                     iteration=at,
                     samples={name: s[: at - 1].copy() for name, s in storage.items()},
                 )

@@ -71,6 +71,7 @@ class MinibatchGradient:
         self.batch_size = batch_size
         self.generator = generator
         self.scale = self.n_rows / batch_size
+        self._batch_lik_grad = tf.function(self._lik_grad, reduce_retracing=True)
 
     def sample_minibatch(self) -> dict[str, tf.Tensor]:
         return gather_rows(self.dataset, sample_indices(self.generator, self.n_rows, self.batch_size))
@@ -92,19 +93,18 @@ class MinibatchGradient:
         r""":math:`\nabla\log p(\theta|x)` over all N rows, summed in batches of
         :data:`FULL_GRADIENT_BATCH_ROWS` rows so memory stays bounded (one compiled call per
         batch)."""
-        @tf.function(reduce_retracing=True)
-        def batch_grad(p, batch):
-            return value_and_grad(lambda q: self.log_lik(q, batch), p)[1]
-
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = {name: tf.zeros_like(p) for name, p in params.items()}
         for start in range(0, self.n_rows, FULL_GRADIENT_BATCH_ROWS):
             batch = {k: v[start : start + FULL_GRADIENT_BATCH_ROWS] for k, v in self.dataset.items()}
-            total = {name: total[name] + g for name, g in batch_grad(params, batch).items()}
+            total = {name: total[name] + g for name, g in self._batch_lik_grad(params, batch).items()}
         if self.log_prior is not None:
             prior_grad = value_and_grad(self.log_prior, params)[1]
             total = {name: total[name] + prior_grad[name] for name in total}
         return total
+
+    def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+        return value_and_grad(lambda p: self.log_lik(p, batch), params)[1]
 
 
 class ControlVariateGradient:

@@ -1,0 +1,119 @@
+"""The vignettes' ``--quick`` versions run, write their figures and give sane headline numbers.
+
+Each script's ``main(argv)`` is called in-process (TensorFlow is imported once). The full
+versions of the data-set vignettes must stop with a clear message and exit status 2 when the
+data cannot be had; that is checked by making ``get_dataset`` fail, never by going online.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+VIGNETTES = Path(__file__).resolve().parents[1] / "vignettes"
+sys.path.insert(0, str(VIGNETTES))
+
+
+def run_quick(name: str, tmp_path: Path, *extra: str) -> dict:
+    module = importlib.import_module(name)
+    result = module.main(["--quick", "--out", str(tmp_path), *extra])
+    assert isinstance(result, dict)
+    return result
+
+
+def assert_pngs(tmp_path: Path, *names: str) -> None:
+    for name in names:
+        path = tmp_path / name
+        assert path.is_file(), f"{name} was not written"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_getting_started(tmp_path):
+    out = run_quick("getting_started", tmp_path)
+    assert_pngs(tmp_path, "getting_started_traces.png")
+    assert out["identical"], "stepsize dict / minibatch count should give the same chain as number / proportion"
+    for key in ("flat_mean", "prior_mean", "cv_mean"):
+        assert np.all(np.abs(out[key] - out["sample_mean"]) < 0.03), key
+    assert out["caught"] == {
+        "float64 constant in log_lik": "TypeError",
+        "stepsize dict with a wrong name": "ValueError",
+        "minibatch larger than N": "ValueError",
+    }
+
+
+def test_mv_gauss(tmp_path):
+    out = run_quick("mv_gauss", tmp_path)
+    assert_pngs(tmp_path, "mv_gauss_density.png")
+    assert np.all(np.abs(out["mean"] - out["exact_mean"]) < 2 * out["exact_sd"])
+    # SGLD with a constant stepsize overstates the spread, but not wildly
+    assert np.all((out["sd"] > 0.8 * out["exact_sd"]) & (out["sd"] < 4 * out["exact_sd"]))
+
+
+def test_gauss_mixture(tmp_path):
+    out = run_quick("gauss_mixture", tmp_path)
+    assert_pngs(tmp_path, "gauss_mixture_sghmc.png", "gauss_mixture_methods.png")
+
+    a = out["A"]  # SGHMC puts samples near both components (0, 0) and (0.1, 0.1)
+    assert a["near_first"] > 0.2 and a["near_second"] > 0.2, a
+    for key in ("theta1_mean", "theta2_mean"):
+        assert np.linalg.norm(a[key] - [0.05, 0.05]) < 0.2, a[key]
+
+    b = out["B"]
+    assert set(b["table"]) == {"sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv"}
+    assert np.linalg.norm(b["reference_mean"] - [0.05, 0.05]) < 0.15
+    assert all(np.isfinite(row["mmd2"]) and row["mmd2"] < 1 for row in b["table"].values())
+    # SGLD explores the whole posterior (thesis Fig. 4.6.1)
+    assert b["table"]["sgld"]["mmd2"] < 0.15
+
+
+def test_logistic_regression(tmp_path):
+    out = run_quick("logistic_regression", tmp_path)
+    assert_pngs(tmp_path, "logistic_regression_sgldcv.png", "logistic_regression_methods.png")
+    baseline = np.log(2)  # predicting 1/2 everywhere
+    assert out["sgldcv"]["mean_log_loss"] < out["true_coef_log_loss"] + 0.02
+    assert len(out["sgldcv"]["log_loss"]) == 100  # every 10th of 1,000 kept iterations
+    for method, res in out["methods"].items():
+        assert np.all(np.isfinite(res["log_loss"])), method
+        assert res["mean_log_loss"] < baseline - 0.1, (method, res["mean_log_loss"])
+
+
+def test_bnn_mnist(tmp_path):
+    out = run_quick("bnn_mnist", tmp_path)
+    assert_pngs(tmp_path, "bnn_mnist_log_loss.png")
+    assert set(out["methods"]) == {"sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv"}
+    for method, res in out["methods"].items():
+        assert res["accuracy"] > 0.5, (method, res["accuracy"])  # chance is 0.1
+        assert res["mean_params_accuracy"] > 0.5, (method, res["mean_params_accuracy"])
+        assert res["final_log_loss"] < np.log(10), method  # below the uniform predictor's
+
+
+@pytest.mark.parametrize("name", ["logistic_regression", "bnn_mnist"])
+def test_full_version_without_data_exits_2(name, tmp_path, monkeypatch, capsys):
+    import sgmcmc.datasets
+
+    def unavailable(dataset_name, **kwargs):
+        raise sgmcmc.datasets.DatasetUnavailableError(
+            f"{dataset_name}: not in the cache directory /nowhere and no download possible"
+        )
+
+    monkeypatch.setattr(sgmcmc.datasets, "get_dataset", unavailable)
+    module = importlib.import_module(name)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "out").exists()  # nothing written
+    message = capsys.readouterr().err
+    assert "not available" in message and "/nowhere" in message and "--quick" in message
+
+
+def test_readme_names_every_vignette_and_figure():
+    readme = (VIGNETTES / "README.md").read_text()
+    for script in ("getting_started.py", "mv_gauss.py", "gauss_mixture.py", "logistic_regression.py", "bnn_mnist.py"):
+        assert (VIGNETTES / script).is_file() and script in readme, script
+    for figure in ("getting_started_traces.png", "mv_gauss_density.png", "gauss_mixture_sghmc.png",
+                   "gauss_mixture_methods.png", "logistic_regression_methods.png", "bnn_mnist_log_loss.png"):
+        assert figure in readme, figure
