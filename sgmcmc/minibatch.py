@@ -9,8 +9,9 @@ Two exact samplers of a uniformly random n-subset, chosen at trace time:
 * permutation: the images of ``0, …, n-1`` under a pseudorandom permutation of ``[0, N)``
   (``tf.random.experimental.index_shuffle``), for when repeats would be common.
 
-Rejection is used while ``n(n-1)/2N ≤ 1`` (acceptance ≥ e⁻¹ ≈ 0.37): it measured ~2× faster
-than ``index_shuffle`` for n = 500 (benchmarks/RESULTS.md).
+Rejection is used while ``n(n-1)/2N ≤ 1`` (acceptance ≥ e⁻¹ ≈ 0.37). On the CPU it costs the
+same as ``index_shuffle`` for n = 500 (benchmarks/RESULTS.md), but its ops (integer draws,
+sort) have GPU and XLA kernels, while ``index_shuffle`` has a CPU kernel only.
 """
 
 from __future__ import annotations
