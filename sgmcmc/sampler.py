@@ -159,25 +159,28 @@ class Sampler:
         return self._run_opt_chunk(tf.constant(n, tf.int32))
 
     def _checked_step(self) -> tf.Tensor:
+        """One step, written to the variables only if the new state and the log-posterior
+        estimate are finite (so a divergence leaves the last finite state in place)."""
         state, log_post = self._step(self._read_state(self._aux))
-        self._write_state(state, self._aux)
-        new_params = state[0]
-        finite = [tf.reduce_all(tf.math.is_finite(p)) for p in new_params.values()]
-        return tf.reduce_all(tf.stack([tf.math.is_finite(log_post), *finite]))
+        checks = [tf.math.is_finite(log_post)] + [tf.reduce_all(tf.math.is_finite(p)) for p in state[0].values()]
+        finite = tf.reduce_all(tf.stack(checks))
+        if finite:
+            self._write_state(state, self._aux)
+        return finite
 
     def step(self) -> None:
         """One iteration as one call of a compiled concrete function (no retracing)."""
         self._require_initialised()
         if self._compiled_step is None:
             self._compiled_step = tf.function(self._checked_step).get_concrete_function()
-        finite = self._compiled_step()
-        self.iteration += 1
-        if not finite:
+        if not self._compiled_step():
             raise DivergenceError(
-                f"{self.method} diverged at iteration {self.iteration}: the log-posterior estimate or a "
-                f"parameter is NaN or Inf; try a smaller stepsize",
-                iteration=self.iteration,
+                f"{self.method} diverged at iteration {self.iteration + 1}: the log-posterior estimate or a "
+                f"parameter became NaN or Inf; try a smaller stepsize. sampler.params still holds the state "
+                f"after iteration {self.iteration}",
+                iteration=self.iteration + 1,
             )
+        self.iteration += 1
 
     # -- state -----------------------------------------------------------------------------
     def reset(self) -> None:

@@ -363,6 +363,10 @@ def test_divergence_in_step_api(slow_divergence):
     assert info.value.iteration > 20
     # same seed, same step function: diverges at the same iteration as the whole chain
     assert whole is not None and info.value.iteration == whole.iteration
+    # nothing computed is lost: the variables keep the last finite state
+    last = sgmcmc.get_params(sampler, sess)
+    for name, rows in whole.samples.items():
+        np.testing.assert_allclose(last[name], rows[-1], rtol=1e-5)
 
 
 def test_divergence_in_mode_search(small_gauss):
