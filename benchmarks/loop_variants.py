@@ -6,7 +6,9 @@ process; compare variants measured in one session.
 
 MODE is a '_'-joined set of flags:
   state:   carry (loop-carried tensors; the package) | vars (read/assign variables each step)
-  batch:   rej (i.i.d. draws, redraw on repeats; the package) | shuffle (index_shuffle)
+  batch:   rej (i.i.d. draws, redraw on repeats; the package's choice while n(n-1)/2N <= 1 —
+           never use it at N = 10^4, n = 500, where a draw is accepted with probability 4e-6)
+           | shuffle (index_shuffle)
            | repl (with replacement: a lower bound, not a valid choice)
   xla:     compile the whole loop with jit_compile=True (needs rej or repl)
   oldrt:   with XLA_FLAGS=--xla_cpu_use_thunk_runtime=false
