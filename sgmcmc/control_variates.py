@@ -25,10 +25,10 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
         hint="try a smaller opt_stepsize",
         keep_on_interrupt=False,
     )
-    mode = {k: v.read_value() for k, v in sampler.params.items()}
-    anchor_grad = sampler._plain.full_data_gradient(mode)
+    mode = {k: v.numpy() for k, v in sampler.params.items()}
+    anchor_grad = sampler.full_data_gradient()
     for name in mode:
-        if not (np.all(np.isfinite(mode[name].numpy())) and np.all(np.isfinite(anchor_grad[name].numpy()))):
+        if not (np.all(np.isfinite(mode[name])) and np.all(np.isfinite(anchor_grad[name].numpy()))):
             raise DivergenceError(
                 f"{sampler.method}: the mode search ended at a non-finite value or gradient of "
                 f"{name!r}; try a smaller opt_stepsize",

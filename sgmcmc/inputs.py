@@ -37,7 +37,7 @@ def check_params(params: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
     for name, value in params.items():
         if not isinstance(name, str):
             raise TypeError(f"params names must be strings, got {name!r}")
-        array = np.asarray(value.numpy() if isinstance(value, (tf.Tensor, tf.Variable)) else value)
+        array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(
                 f"params[{name!r}] is not numeric (dtype {array.dtype}): give a number or an array of numbers"
@@ -56,7 +56,7 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
         raise ValueError("dataset is empty: give at least one entry, e.g. dataset={'x': x}")
     out = {}
     for name, value in dataset.items():
-        array = np.asarray(value.numpy() if isinstance(value, (tf.Tensor, tf.Variable)) else value)
+        array = np.asarray(value)
         if array.ndim == 0:
             raise ValueError(
                 f"dataset[{name!r}] is a scalar: observations lie on the first axis, so every entry needs one"

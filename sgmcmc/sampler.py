@@ -198,6 +198,10 @@ class Sampler:
         else:
             tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
 
+    def full_data_gradient(self) -> dict[str, tf.Tensor]:
+        r""":math:`\nabla\log p(\theta|x)` at the current parameters, over all the data in batches."""
+        return self._plain.full_data_gradient({k: v.read_value() for k, v in self.params.items()})
+
     def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
         """Fix the control variate at the current parameters with its full-data gradient."""
         for k, v in self.params.items():
