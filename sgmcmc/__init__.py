@@ -1,11 +1,12 @@
 """sgmcmc: stochastic-gradient MCMC as compiled TensorFlow 2.
 
 A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
-SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case.
+SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case;
+several chains in one compiled loop, and the analysis of their output.
 """
 
 from .datasets import get_dataset
-from .errors import DivergenceError, NotInitialisedError
+from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError
 from .sampler import Sampler
 from .samplers import (
     sample_chain,
@@ -22,14 +23,19 @@ from .samplers import (
     sgnhtcv,
     sgnhtcv_setup,
 )
-from .session import Session, get_params, init_sess, sgmcmc_step
+from .samples import Samples
+from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 
 __all__ = [
     "DivergenceError",
+    "Interrupted",
     "NotInitialisedError",
     "Sampler",
+    "SamplingError",
+    "Samples",
     "Session",
     "get_dataset",
+    "get_log_posterior",
     "get_params",
     "init_sess",
     "sample_chain",
@@ -47,4 +53,4 @@ __all__ = [
     "sgnhtcv",
     "sgnhtcv_setup",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,114 +1,255 @@
 """Running compiled chunks of iterations from Python: storage, progress, divergence, Ctrl-C.
 
-The chain itself never leaves TensorFlow within a chunk; between chunks Python copies the
-chunk's samples into preallocated numpy storage, checks them for NaN/Inf, and updates the
-progress bar. Chunk lengths adapt so a chunk takes about :data:`SECONDS_PER_CHUNK`.
+The chain never leaves TensorFlow within a chunk, and only kept iterations leave the chunk;
+between chunks Python copies them into preallocated numpy storage and updates the progress
+bar. Chunk lengths adapt so a chunk takes about :data:`SECONDS_PER_CHUNK`.
+
+Nothing computed is lost: a divergence, an op error or Ctrl-C raises an exception carrying every
+kept sample (:class:`~sgmcmc.DivergenceError`, :class:`~sgmcmc.SamplingError`,
+:class:`~sgmcmc.Interrupted`). Ctrl-C is deferred to the end of the running chunk (at most about
+half a second with progress shown, two without), so that chunk is kept too; a second Ctrl-C
+interrupts at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-import warnings
-from typing import Callable
+from typing import Iterator
 
 import numpy as np
-import tensorflow as tf
 from tqdm.auto import tqdm
 
-from .errors import DivergenceError
+from .errors import DivergenceError, Interrupted, SamplingError
+from .sampler import Keep, Sampler
+from .samples import Samples
 
 SECONDS_PER_CHUNK = 0.5
 FIRST_CHUNK = 100
 MAX_CHUNK = 50_000
-#: Upper bound on one chunk's samples held in TensorFlow before the copy to numpy.
+#: Upper bound on one chunk's kept samples held in TensorFlow before the copy to numpy.
 MAX_CHUNK_BYTES = 256 * 2**20
 
-RunChunk = Callable[[int], tuple[dict[str, tf.Tensor], tf.Tensor]]
+
+class _InterruptFlag:
+    """SIGINT sets a flag instead of raising, while a run is in progress in the main thread."""
+
+    def __init__(self):
+        self.raised = False
+
+    def handler(self, signum, frame):
+        if self.raised:  # a second Ctrl-C: the user does not want to wait for the chunk
+            raise KeyboardInterrupt
+        self.raised = True
 
 
-def _first_nonfinite(samples: dict[str, np.ndarray], log_posts: np.ndarray) -> int | None:
-    ok = np.isfinite(log_posts)
-    for values in samples.values():
-        ok &= np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-    return None if ok.all() else int(np.argmin(ok))
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[_InterruptFlag]:
+    flag = _InterruptFlag()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield flag  # not ours to change: Ctrl-C behaves as the program set it up
+        return
+    signal.signal(signal.SIGINT, flag.handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def run_chunked(
-    run_chunk: RunChunk,
+class _Storage:
+    """Preallocated arrays for one run's kept samples, in ``(K, n_kept, …)`` layout."""
+
+    def __init__(self, sampler: Sampler, keep: Keep, n_iters: int, store_gradients: bool):
+        self.sampler, self.keep = sampler, keep
+        k, dtype = sampler.n_chains, np.dtype(sampler.dtype.as_numpy_dtype)
+        self.first = keep.count_until(sampler.iteration)
+        self.n_kept = keep.count_until(sampler.iteration + n_iters) - self.first
+        self.draws = {name: np.empty((k, self.n_kept, *shape), dtype) for name, shape in sampler.shapes.items()}
+        self.log_posterior = np.full((k, self.n_kept), np.nan, dtype)
+        self.gradients = (
+            {name: np.full((k, self.n_kept, *shape), np.nan, dtype) for name, shape in sampler.shapes.items()}
+            if store_gradients
+            else None
+        )
+        self.store_gradients = store_gradients
+
+    def add_chunk(self, it0: int, chunk, group_len: int) -> None:
+        """A chunk of groups of ``group_len`` iterations from ``it0``: group j ends at iteration
+        ``it0 + (j + 1)·group_len`` (its state is kept if that iteration is) and its first
+        iteration made the estimate at the state ``it0 + j·group_len`` (kept with the sample there,
+        unless an earlier run — continuation — kept that sample)."""
+        j = np.arange(len(chunk.log_posts))
+        ends = it0 + (j + 1) * group_len
+        ok = (ends - it0 <= chunk.done) & (ends > self.keep.burn_in) & ((ends - self.keep.burn_in) % self.keep.thin == 0)
+        where = (ends[ok] - self.keep.burn_in) // self.keep.thin - 1 - self.first
+        for name, values in chunk.samples.items():
+            self.draws[name][:, where] = np.swapaxes(values[ok], 0, 1)
+        starts = it0 + j * group_len
+        ok = (starts - it0 < chunk.done) & (starts > self.keep.burn_in) & ((starts - self.keep.burn_in) % self.keep.thin == 0)
+        where = (starts - self.keep.burn_in) // self.keep.thin - 1 - self.first
+        ok &= where >= 0
+        self.log_posterior[:, where[ok]] = chunk.log_posts[ok].T
+        if self.gradients is not None:
+            for name, values in chunk.grads.items():
+                self.gradients[name][:, where[ok]] = np.swapaxes(values[ok], 0, 1)
+
+    def finish(self) -> None:
+        """The estimate at the last kept sample, when no iteration after it has run."""
+        t = self.sampler.iteration
+        if self.n_kept and self.keep.count_until(t) > self.keep.count_until(t - 1):
+            est = self.sampler.estimate_for_storage()
+            self.log_posterior[:, -1] = est.log_post
+            if self.gradients is not None:
+                for name, g in est.grads.items():
+                    self.gradients[name][:, -1] = g
+
+    def samples(self, settings: dict) -> Samples:
+        """What is kept so far, as :class:`~sgmcmc.Samples` (R layout for one chain)."""
+        m = self.keep.count_until(self.sampler.iteration) - self.first
+
+        def layout(a):
+            a = a[:, :m]
+            return a[0] if self.sampler.n_chains == 1 else a
+
+        return Samples(
+            {name: layout(a) for name, a in self.draws.items()},
+            n_chains=self.sampler.n_chains,
+            gradients=None if self.gradients is None else {n: layout(a) for n, a in self.gradients.items()},
+            log_posterior=layout(self.log_posterior),
+            method=self.sampler.method,
+            seed=self.sampler.seed,
+            settings=settings,
+        )
+
+
+def run_chain(
+    sampler: Sampler,
     n_iters: int,
-    shapes: dict[str, tuple[int, ...]],
-    dtype: np.dtype,
+    keep: Keep,
     *,
-    desc: str,
-    verbose: bool,
-    hint: str,
-    keep_on_interrupt: bool,
-) -> dict[str, np.ndarray]:
-    """Call ``run_chunk(k)`` until ``n_iters`` iterations are done; return the samples.
-
-    Parameters
-    ----------
-    run_chunk
-        Runs ``k`` iterations, returning ``(samples, log_posts)``: per name an array
-        ``(k, *shape)`` (may be empty for a run that stores nothing) and ``k`` estimates.
-    shapes
-        Shape of each stored parameter.
-    hint
-        Advice for the divergence message (e.g. "try a smaller stepsize").
-    keep_on_interrupt
-        On Ctrl-C, return the samples of the completed chunks with a ``RuntimeWarning``
-        (True), or let ``KeyboardInterrupt`` through (False).
+    store_gradients: bool = False,
+    verbose: bool = True,
+    settings: dict | None = None,
+) -> Samples:
+    """Run ``n_iters`` more iterations of ``sampler`` in compiled chunks and return the kept ones.
 
     Raises
     ------
     DivergenceError
-        At the first NaN/Inf in a sample or log-posterior estimate, carrying every earlier
-        sample.
+        At the first NaN/Inf in a state or log-posterior estimate, carrying every earlier kept
+        sample and naming the chain(s).
+    SamplingError
+        When an operation fails mid-run, carrying every kept sample of the completed chunks.
+    Interrupted
+        On Ctrl-C, after the running chunk, carrying every kept sample.
     """
-    storage = {k: np.empty((n_iters, *shape), dtype=dtype) for k, shape in shapes.items()}
-    bytes_per_iter = max(1, sum(int(np.prod(s)) for s in shapes.values()) * np.dtype(dtype).itemsize)
-    max_chunk = max(1, min(MAX_CHUNK, MAX_CHUNK_BYTES // bytes_per_iter))
+    settings = dict(settings or {}, burn_in=keep.burn_in, thin=keep.thin, n_iters=n_iters)
+    storage = _Storage(sampler, keep, n_iters, store_gradients)
+    bytes_per_iter = max(1, sum(int(np.prod(s)) for s in sampler.shapes.values()) * sampler.n_chains * sampler.dtype.size)
+    if store_gradients:
+        bytes_per_iter *= 2
+    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // bytes_per_iter)))
     target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
-    chunk, done, first = min(FIRST_CHUNK, max_chunk), 0, True
+    chunk_len, done, first = min(FIRST_CHUNK, max_chunk), 0, True
+    desc = sampler.method
+    bar = tqdm(total=n_iters, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    try:
+        with _deferred_interrupt() as interrupt:
+            while done < n_iters:
+                it0 = sampler.iteration
+                remaining = n_iters - done
+                to_boundary = keep.to_boundary(it0)
+                # Sampling chunks are groups ending on kept iterations; see _Storage.add_chunk.
+                groups, group_len = 0, keep.thin
+                if it0 < keep.burn_in:  # burn-in: nothing kept
+                    n = min(chunk_len, keep.burn_in - it0, remaining)
+                elif to_boundary and to_boundary <= remaining:  # continuing mid-group: finish it
+                    groups, group_len = 1, to_boundary
+                elif to_boundary:
+                    n = remaining  # ends before the next kept iteration: nothing kept
+                elif remaining >= keep.thin:
+                    groups = max(1, min(chunk_len, remaining) // keep.thin)
+                else:  # a tail shorter than thin: no sample, but the estimate at the last kept one
+                    groups, group_len = 1, remaining
+                if groups:
+                    n = groups * group_len
+                start = time.perf_counter()
+                try:
+                    chunk = sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:
+                    raise SamplingError(
+                        f"{desc} failed in iterations {it0 + 1}–{it0 + n} ({type(error).__name__}: "
+                        f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}). The samples kept "
+                        f"until iteration {it0} are in the exception's `samples` attribute",
+                        iteration=it0,
+                        samples=storage.samples(settings),
+                    ) from error
+                elapsed = time.perf_counter() - start
+                if groups:
+                    storage.add_chunk(it0, chunk, group_len)
+                if chunk.diverged_at:
+                    at = chunk.diverged_at
+                    chains = np.flatnonzero(~chunk.finite_chains)
+                    where = (
+                        f" in chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}"
+                        if sampler.n_chains > 1 and 0 < len(chains) < sampler.n_chains
+                        else ""
+                    )
+                    raise DivergenceError(
+                        f"{desc} diverged at iteration {at}{where}: the state or the log-posterior estimate "
+                        f"became NaN or Inf; try a smaller stepsize. The samples kept before it are in the "
+                        f"exception's `samples` attribute",
+                        iteration=at,
+                        samples=storage.samples(settings),
+                    )
+                done += n
+                bar.update(n)
+                last = chunk.last_log_post
+                bar.set_postfix(log_post=f"{last[0]:.6g}" if len(last) == 1 else f"{np.median(last):.6g} (median)", refresh=False)
+                if interrupt.raised:
+                    raise Interrupted(
+                        f"{desc} interrupted after iteration {sampler.iteration}: the samples kept so far are "
+                        f"in the exception's `samples` attribute, and sample_chain(sampler, n) continues the chain",
+                        iteration=sampler.iteration,
+                        samples=storage.samples(settings),
+                    )
+                # The first call includes tracing and compilation, so its time says nothing.
+                growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
+                chunk_len = int(min(max_chunk, max(1, n * growth)))
+                first = False
+    finally:
+        bar.close()
+    storage.finish()
+    return storage.samples(settings)
+
+
+def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
+    """The SGD mode search of the control-variate samplers, in compiled chunks with progress."""
+    desc = f"{sampler.method}: finding the mode"
+    chunk_len, done, first = FIRST_CHUNK, 0, True
+    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
     bar = tqdm(total=n_iters, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
     try:
         while done < n_iters:
-            k = min(chunk, n_iters - done)
+            n = min(chunk_len, n_iters - done)
             start = time.perf_counter()
-            samples, log_posts = run_chunk(k)
-            samples = {name: s.numpy() for name, s in samples.items()}
-            log_posts = log_posts.numpy()
+            chunk = sampler.run_opt_chunk(n)
             elapsed = time.perf_counter() - start
-            bad = _first_nonfinite(samples, log_posts)
-            kept = k if bad is None else bad
-            for name in storage:
-                storage[name][done : done + kept] = samples[name][:kept]
-            if bad is not None:
-                at = done + bad + 1
-                culprits = [name for name, s in samples.items() if not np.isfinite(s[bad]).all()]
-                what = f"parameter {', '.join(map(repr, culprits))}" if culprits else "the log-posterior estimate"
+            if chunk.diverged_at:
                 raise DivergenceError(
-                    f"{desc} diverged at iteration {at}: {what} became NaN or Inf; {hint}. The "
-                    f"{at - 1} samples drawn before it are in the exception's `samples` attribute",
-                    iteration=at,
-                    samples={name: s[: at - 1].copy() for name, s in storage.items()},
+                    f"{desc}: the mode search diverged at its step {done + chunk.diverged_at} (NaN or Inf); "
+                    f"try a smaller opt_stepsize. No samples exist yet",
+                    iteration=done + chunk.diverged_at,
                 )
-            done += k
-            bar.update(k)
-            bar.set_postfix(log_post=f"{log_posts[-1]:.6g}", refresh=False)
-            # The first call includes tracing and compilation, so its time says nothing.
+            done += n
+            bar.update(n)
+            bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
             growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
-            chunk = int(min(max_chunk, max(1, k * growth)))
+            chunk_len = int(min(MAX_CHUNK, max(1, n * growth)))
             first = False
-    except KeyboardInterrupt:
-        if not keep_on_interrupt:
-            raise
-        warnings.warn(
-            f"{desc} interrupted: returning the {done} of {n_iters} iterations completed",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return {name: s[:done] for name, s in storage.items()}
     finally:
         bar.close()
-    return storage

@@ -1,26 +1,54 @@
-"""Exceptions raised by the samplers."""
+"""Exceptions raised by the samplers. Each one raised mid-run carries what was computed."""
 
 from __future__ import annotations
 
-import numpy as np
-
 
 class DivergenceError(RuntimeError):
-    """The chain (or the control-variate optimisation) produced NaN or Inf.
+    """The chain (or the control-variate mode search) produced NaN or Inf.
 
     Attributes
     ----------
     iteration : int
         The 1-based iteration at which the first non-finite value appeared.
-    samples : dict[str, numpy.ndarray]
-        Every sample drawn before that iteration, shape ``(iteration - 1, *param_shape)``
-        (empty arrays for a divergence during the optimisation or in a step-by-step run).
+    samples : sgmcmc.Samples or dict
+        Every sample kept before that iteration (empty for a divergence in the mode search or
+        in a step-by-step run).
     """
 
-    def __init__(self, message: str, iteration: int, samples: dict[str, np.ndarray] | None = None):
+    def __init__(self, message: str, iteration: int, samples=None):
         super().__init__(message)
         self.iteration = iteration
         self.samples = samples if samples is not None else {}
+
+
+class SamplingError(RuntimeError):
+    """An operation failed mid-run (e.g. an index out of range in ``log_lik``); the original
+    TensorFlow error is the ``__cause__``.
+
+    Attributes
+    ----------
+    iteration : int
+        Iterations completed before the failing chunk.
+    samples : sgmcmc.Samples
+        Every sample kept until then.
+    """
+
+    def __init__(self, message: str, iteration: int, samples):
+        super().__init__(message)
+        self.iteration = iteration
+        self.samples = samples
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a whole-chain run. It stops the script like any ``KeyboardInterrupt`` but
+    carries the work done: ``samples`` (every kept sample, including the chunk that was running
+    when Ctrl-C arrived) and ``iteration`` (iterations completed). The sampler's state is that
+    of ``iteration``, so ``sample_chain`` can continue from it."""
+
+    def __init__(self, message: str, iteration: int, samples):
+        super().__init__(message)
+        self.iteration = iteration
+        self.samples = samples
 
 
 class NotInitialisedError(RuntimeError):

@@ -156,6 +156,7 @@ def trial_evaluation(
     dataset: dict[str, np.ndarray],
     params: dict[str, np.ndarray],
     dtype: tf.DType,
+    check_model: bool = True,
 ) -> None:
     """Evaluate ``log_lik`` on a few rows and ``log_prior`` once, eagerly, to catch a
     non-scalar result, a dtype clash or a non-finite value before anything is compiled."""

@@ -1,23 +1,36 @@
 """The sampler object: chain state in variables, and the one compiled step both APIs share.
 
 ``Sampler._step`` is the only place one iteration is written. The whole-chain API traces it
-inside a ``tf.while_loop`` (:meth:`Sampler.run_chunk`, many iterations per call, samples in
-a preallocated ``TensorArray``); the step-by-step API traces it alone
-(:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order,
-so the same seed gives the same chain.
+inside loops (:meth:`Sampler.advance` for iterations kept by nobody, :meth:`Sampler.sample_groups`
+for groups of ``thin`` iterations ending in a kept one: many iterations per call, only kept
+iterations written to ``TensorArray`` s); the step-by-step API traces it alone
+(:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
+pass the same global iteration ``t``, so the same seed gives the same chain.
+
+K chains are stepped together: every state tensor has a leading chain axis (see
+:mod:`sgmcmc.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
+for one chain (R), ``[K, *shape]`` for several.
 """
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from .dynamics import SGD
+from .dynamics.base import Estimate
 from .errors import DivergenceError, NotInitialisedError
-from .gradients import ControlVariateGradient, MinibatchGradient
-from .kernels import SGD
+from .estimators import ControlVariateGradient, MinibatchGradient
+from .graph_options import package_call_options
+from .random import ChainRandom, generator_from_seed, reset_generator
+
+#: XOR-ed into the seed for the generator of work done only for storage (the estimate at a final
+#: kept sample), so storing gradients never changes the chain (SPEC §10).
+STORAGE_STREAM = 0x5DEECE66D
 
 
 @dataclass(frozen=True)
@@ -29,18 +42,62 @@ class ControlVariateSettings:
     verbose: bool
 
 
+class Keep(NamedTuple):
+    """Which iterations a run keeps: ``burn_in + thin, burn_in + 2 thin, …`` (global counter)."""
+
+    burn_in: int
+    thin: int
+
+    def count_until(self, t: int) -> int:
+        """How many kept iterations are ≤ ``t``."""
+        return max(0, (t - self.burn_in) // self.thin)
+
+    def is_kept(self, t: int) -> bool:
+        return t > self.burn_in and (t - self.burn_in) % self.thin == 0
+
+    def to_boundary(self, t: int) -> int:
+        """Iterations from ``t`` to the end of burn-in or the next kept iteration (0 if ``t`` is
+        on one): sampling chunks start on such a boundary."""
+        if t < self.burn_in:
+            return self.burn_in - t
+        return (-(t - self.burn_in)) % self.thin
+
+
+class ChunkResult(NamedTuple):
+    samples: dict[str, np.ndarray]  # [groups, K, *shape]: the state at the end of each group
+    log_posts: np.ndarray | None  # [groups, K]: the estimate at the state each group started from
+    grads: dict[str, np.ndarray]  # [groups, K, *shape] or {}
+    last_log_post: np.ndarray  # [K]
+    done: int  # iterations completed (< n on divergence)
+    diverged_at: int  # 0, or the global iteration that produced a non-finite value
+    finite_chains: np.ndarray  # [K] bool, at the divergence
+
+
+def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.Tensor:
+    """[K] flags: chain k's log-posterior estimate and every element of its state are finite (a
+    sum is finite only if every term is, barring overflow of values that are diverging anyway)."""
+    total = log_post
+    for p in params.values():
+        total = total + tf.reduce_sum(tf.reshape(p, [tf.shape(p)[0], -1]), axis=1)
+    return tf.math.is_finite(total)
+
+
 class Sampler:
-    """One SG-MCMC chain: what ``*_setup`` returns.
+    """One or more SG-MCMC chains: what ``*_setup`` returns.
 
     Attributes
     ----------
     params : dict[str, tf.Variable]
-        The current state. User code may read it (e.g. a test-set log-loss) and sees each
-        new state after every :func:`sgmcmc.sgmcmc_step`.
+        The current state, ``shape`` per parameter for one chain, ``(n_chains, *shape)`` for
+        several. User code may read it (e.g. a test-set log-loss) after every step.
     method : str
         ``"sgld"``, ``"sghmccv"``, …
     seed : int
         The seed in use (drawn at random when none was given).
+    n_chains : int
+    iteration : int
+        Iterations run since :func:`sgmcmc.init_sess` (the global counter burn-in and thinning
+        count on).
     """
 
     def __init__(
@@ -50,122 +107,281 @@ class Sampler:
         log_lik,
         log_prior,
         dataset: dict[str, np.ndarray],
-        params: dict[str, np.ndarray],
+        starts: list[dict[str, np.ndarray]],
         batch_size: int,
         seed: int | None,
         dtype: tf.DType,
         control_variate: ControlVariateSettings | None = None,
+        *,
+        starts_given_per_chain: bool = False,
+        settings: dict | None = None,
     ):
         self.method = method
         self.kernel = kernel
         self.dtype = dtype
         self.seed = int(seed) if seed is not None else secrets.randbits(63)
         self.batch_size = batch_size
+        self.n_chains = len(starts)
         self.n_rows = len(next(iter(dataset.values())))
         self.control_variate = control_variate
-        self._initial = params
-        self.generator = tf.random.Generator.from_seed(self.seed)
-        self.params = {k: tf.Variable(v, name=k) for k, v in params.items()}
+        self.settings = dict(settings or {})
+        self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
+        self._starts = starts
+        self._starts_given_per_chain = starts_given_per_chain
+        self.generator = generator_from_seed(self.seed)
+        self._storage_generator = generator_from_seed(self.seed ^ STORAGE_STREAM)
+        self.rng = ChainRandom(self.generator, dtype)
+        self._storage_rng = ChainRandom(self._storage_generator, dtype)
+        self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
+        self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
+        self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
         data = {k: tf.convert_to_tensor(v) for k, v in dataset.items()}
-        self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.generator)
+        self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
         if control_variate is None:
             self.estimator = self._plain
         else:
-            self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in params.items()}
-            self._anchor_grad = {k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in params.items()}
+            self._plain_one_chain = (
+                self._plain if self.n_chains == 1 else MinibatchGradient(log_lik, log_prior, data, batch_size, 1)
+            )
+            self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in starts[0].items()}
+            self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
+            self._anchor_grad = {
+                k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in starts[0].items()
+            }
             self.estimator = ControlVariateGradient(self._plain, self._anchor, self._anchor_grad)
-        self._aux: dict[str, dict[str, tf.Variable]] | None = None
+        self._aux: dict | None = None
         self.initialised = False
-        self.iteration = 0
         self._compiled_step = None
-        self._run_chunk = None
+        self._functions: dict = {}
         self._run_opt_chunk = None
+        self._estimate_for_storage = None
+
+    # -- layout -----------------------------------------------------------------------------
+    def _user_layout(self, name: str, starts: list[dict[str, np.ndarray]]) -> np.ndarray:
+        if self.n_chains == 1:
+            return starts[0][name]
+        return np.stack([s[name] for s in starts])
+
+    def _read_params(self) -> dict[str, tf.Tensor]:
+        """The state with the chain axis, ``[K, *shape]``."""
+        if self.n_chains == 1:
+            return {k: v.read_value()[None] for k, v in self.params.items()}
+        return {k: v.read_value() for k, v in self.params.items()}
+
+    def _write_params(self, params: dict[str, tf.Tensor]) -> None:
+        for k, v in self.params.items():
+            v.assign(params[k][0] if self.n_chains == 1 else params[k])
+
+    def _read_state(self):
+        return self._read_params(), tf.nest.map_structure(lambda v: v.read_value(), self._aux)
+
+    def _write_state(self, state) -> None:
+        params, aux = state
+        self._write_params(params)
+        tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
 
     # -- one iteration -------------------------------------------------------------------
-    def _normal(self, like: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """Standard normal noise shaped like each tensor of ``like``, from one generator call
-        (one random op per step instead of one per parameter)."""
-        sizes = [int(v.shape.num_elements()) for v in like.values()]
-        flat = tf.split(self.generator.normal([sum(sizes)], dtype=self.dtype), sizes)
-        return {k: tf.reshape(x, v.shape) for (k, v), x in zip(like.items(), flat)}
-
-    def _read_state(self, aux_vars) -> tuple[dict[str, tf.Tensor], dict]:
-        return (
-            {k: v.read_value() for k, v in self.params.items()},
-            tf.nest.map_structure(lambda v: v.read_value(), aux_vars),
-        )
-
-    def _write_state(self, state, aux_vars) -> None:
+    def _step(self, state, t: tf.Tensor):
+        """One iteration of the chains, a pure function of the state ``(params, aux)`` and the
+        global iteration ``t`` apart from the random generator: returns the new state and the
+        estimate made at the state it started from."""
         params, aux = state
-        for k, v in self.params.items():
-            v.assign(params[k])
-        tf.nest.map_structure(lambda var, value: var.assign(value), aux_vars, aux)
 
-    def _step(self, state):
-        """One iteration of the chain, a pure function of the state ``(params, aux)`` apart
-        from the random generator: returns the new state and the log-posterior estimate at
-        the state it started from."""
-        params, aux = state
-        new_params, new_aux, log_post = self.kernel.one_step(params, aux, self.estimator, self._normal)
-        return (new_params, new_aux), log_post
+        def estimate(p):
+            return self.estimator(p, self.rng, t)
+
+        new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
+        return (new_params, new_aux), est
 
     # -- compiled entry points ------------------------------------------------------------
-    def _chunk(self, transition, aux_vars, n: tf.Tensor, store: bool):
-        # The state is carried through the loop as tensors and written back to the
-        # variables once per chunk: reading and assigning variables every iteration
-        # measured about 1.5x slower (benchmarks/RESULTS.md).
-        state = self._read_state(aux_vars)
-        samples = {
-            k: tf.TensorArray(self.dtype, size=n, element_shape=v.shape) for k, v in self.params.items() if store
-        }
-        log_posts = tf.TensorArray(self.dtype, size=n, element_shape=[])
-        for i in tf.range(n):
-            state, log_post = transition(state)
-            samples = {k: samples[k].write(i, state[0][k]) for k in samples}
-            log_posts = log_posts.write(i, log_post)
-        self._write_state(state, aux_vars)
-        return {k: ta.stack() for k, ta in samples.items()}, log_posts.stack()
+    def _iterate(self, state, prev, t0, k, diverged_at):
+        """``k`` iterations from global iteration ``t0`` with nothing stored, stopping at the
+        first non-finite value (``diverged_at`` then holds its iteration and ``prev`` the last
+        finite state). Returns ``(state, prev, diverged_at, last_log_post)``."""
 
-    def run_chunk(self, n: int) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        """``n`` iterations in one compiled call: the samples ``(n, *shape)`` per parameter and
-        the ``n`` log-posterior estimates."""
+        def body(i, state, prev, diverged_at, last):
+            t = t0 + i + 1
+            new, est = self._step(state, t)
+            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
+            return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
+
+        _, state, prev, diverged_at, last = tf.while_loop(
+            lambda i, state, prev, diverged_at, last: (i < k) & (diverged_at == 0),
+            body,
+            (tf.constant(0, tf.int64), state, prev, diverged_at, self._last_log_post.read_value()),
+        )
+        return state, prev, diverged_at, last
+
+    def _finish_chunk(self, it0, state, prev, diverged_at, last):
+        """Write the last finite state back to the variables; return iterations completed."""
+        good = tf.nest.map_structure(lambda a, b: tf.where(diverged_at == 0, a, b), state, prev)
+        self._write_state(good)
+        done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
+        return done
+
+    def _advance_chunk(self, n):
+        it0 = self._iteration.read_value()
+        state = self._read_state()
+        state, prev, diverged_at, last = self._iterate(state, state, it0, n, tf.constant(0, tf.int64))
+        done = self._finish_chunk(it0, state, prev, diverged_at, last)
+        done = tf.where(diverged_at == 0, n, done)
+        self._iteration.assign(it0 + done)
+        self._last_log_post.assign(last)
+        return done, diverged_at, last
+
+    def _sample_chunk(self, groups, thin, store_gradients: bool, thin_is_one: bool):
+        """``groups`` groups of ``thin`` iterations from a kept boundary (or the end of burn-in):
+        per group, the estimate its first iteration makes (at the group's starting state) and the
+        state after its last iteration are written. Conditionals are avoided on purpose: each
+        costs a function call per iteration in TensorFlow's executor."""
+        it0 = self._iteration.read_value()
+        k = self.n_chains
+        n_groups = tf.cast(groups, tf.int32)
+        samples = {
+            name: tf.TensorArray(self.dtype, size=n_groups, element_shape=[k, *shape])
+            for name, shape in self.shapes.items()
+        }
+        grads = {
+            name: tf.TensorArray(self.dtype, size=n_groups, element_shape=[k, *shape])
+            for name, shape in self.shapes.items()
+            if store_gradients
+        }
+        log_posts = tf.TensorArray(self.dtype, size=n_groups, element_shape=[k])
+
+        def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
+            t = it0 + tf.cast(j, tf.int64) * thin + 1
+            new, est = self._step(state, t)
+            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
+            diverged_at = tf.where(ok, diverged_at, t)
+            prev, state = state, new
+            log_posts = log_posts.write(j, est.log_post)
+            grads = {name: ta.write(j, est.grads[name]) for name, ta in grads.items()}
+            last = est.log_post
+            if not thin_is_one:
+                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at)
+            samples = {name: ta.write(j, state[0][name]) for name, ta in samples.items()}
+            return j + 1, state, prev, diverged_at, last, samples, grads, log_posts
+
+        state = self._read_state()
+        _, state, prev, diverged_at, last, samples, grads, log_posts = tf.while_loop(
+            lambda j, state, prev, diverged_at, *_: (j < n_groups) & (diverged_at == 0),
+            body,
+            (
+                tf.constant(0, tf.int32), state, state, tf.constant(0, tf.int64),
+                self._last_log_post.read_value(), samples, grads, log_posts,
+            ),
+        )
+        done = self._finish_chunk(it0, state, prev, diverged_at, last)
+        done = tf.where(diverged_at == 0, groups * thin, done)
+        self._iteration.assign(it0 + done)
+        self._last_log_post.assign(last)
+        return (
+            {name: ta.stack() for name, ta in samples.items()},
+            log_posts.stack(),
+            {name: ta.stack() for name, ta in grads.items()},
+            last,
+            done,
+            diverged_at,
+        )
+
+    def _compiled(self, key, make):
+        if key not in self._functions:
+            self._functions[key] = tf.function(make)
+        return self._functions[key]
+
+    def advance(self, n: int) -> ChunkResult:
+        """``n`` iterations in one compiled call, nothing stored (burn-in, or up to the next
+        thinning boundary)."""
         self._require_initialised()
-        if self._run_chunk is None:
+        run = self._compiled("advance", self._advance_chunk)
+        with package_call_options():
+            done, diverged_at, last = run(tf.constant(n, tf.int64))
+        return self._result({}, None, {}, last, done, diverged_at)
+
+    def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
+        """``groups × thin`` iterations in one compiled call from a thinning boundary, keeping the
+        last state of each group of ``thin`` and the estimate made at each group's first state."""
+        self._require_initialised()
+        key = ("sample", bool(store_gradients), thin == 1)
+        run = self._compiled(key, lambda g, th: self._sample_chunk(g, th, bool(store_gradients), thin == 1))
+        with package_call_options():
+            samples, log_posts, grads, last, done, diverged_at = run(
+                tf.constant(groups, tf.int64), tf.constant(thin, tf.int64)
+            )
+        return self._result(samples, log_posts, grads, last, done, diverged_at)
+
+    def _result(self, samples, log_posts, grads, last, done, diverged_at) -> ChunkResult:
+        last = last.numpy()
+        at = int(diverged_at)
+        if at:
+            # Which chains broke: recompute the flags on the state the failing iteration made is
+            # not possible any more, so report those whose log-posterior estimate is not finite.
+            finite = np.isfinite(last)
+        else:
+            finite = np.ones(self.n_chains, bool)
+        return ChunkResult(
+            {name: s.numpy() for name, s in samples.items()},
+            None if log_posts is None else log_posts.numpy(),
+            {name: g.numpy() for name, g in grads.items()},
+            last,
+            int(done),
+            at,
+            finite,
+        )
+
+    def estimate_for_storage(self) -> Estimate:
+        """The estimator's estimate at the current state, from the storage stream (for a kept
+        sample whose next iteration has not run): the chain's own random stream is untouched."""
+        if self._estimate_for_storage is None:
 
             @tf.function
-            def run_chunk(n):
-                return self._chunk(self._step, self._aux, n, store=True)
+            def estimate():
+                return self.estimator(self._read_params(), self._storage_rng, self._iteration.read_value())
 
-            self._run_chunk = run_chunk
-        out = self._run_chunk(tf.constant(n, tf.int32))
-        self.iteration += n
-        return out
+            self._estimate_for_storage = estimate
+        with package_call_options():
+            est = self._estimate_for_storage()
+        return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
 
-    def run_opt_chunk(self, n: int) -> tf.Tensor:
-        """``n`` steps of the SGD mode search; returns their log-posterior estimates."""
+    def run_opt_chunk(self, n: int) -> ChunkResult:
+        """``n`` steps of the SGD mode search (one chain, from the first start); returns the
+        last log-posterior estimate and where it diverged, if it did."""
         if self._run_opt_chunk is None:
             kernel = SGD(self.control_variate.opt_stepsize)
 
-            def transition(state):
-                params, _ = state
-                new_params, _, log_post = kernel.one_step(params, {}, self._plain, self._normal)
-                return (new_params, {}), log_post
-
             @tf.function
             def run_opt_chunk(n):
-                return self._chunk(transition, {}, n, store=False)[1]
+                params = {k: v.read_value()[None] for k, v in self._mode.items()}
+                last = tf.zeros([1], self.dtype)
+                diverged_at = tf.constant(0, tf.int64)
+                done = tf.constant(0, tf.int64)
+                for i in tf.range(n):
+                    new, _, est = kernel.one_step(
+                        params, {}, lambda p: self._plain_one_chain(p, self.rng, i + 1), self.rng, i + 1
+                    )
+                    if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
+                        diverged_at = i + 1
+                        break
+                    params, last, done = new, est.log_post, i + 1
+                for k, v in self._mode.items():
+                    v.assign(params[k][0])
+                return last, done, diverged_at
 
             self._run_opt_chunk = run_opt_chunk
-        return self._run_opt_chunk(tf.constant(n, tf.int32))
+        with package_call_options():
+            last, done, diverged_at = self._run_opt_chunk(tf.constant(n, tf.int64))
+        return ChunkResult({}, np.empty((0, 1)), {}, last.numpy(), int(done), int(diverged_at), np.zeros(1, bool))
 
     def _checked_step(self) -> tf.Tensor:
         """One step, written to the variables only if the new state and the log-posterior
         estimate are finite (so a divergence leaves the last finite state in place)."""
-        state, log_post = self._step(self._read_state(self._aux))
-        checks = [tf.math.is_finite(log_post)] + [tf.reduce_all(tf.math.is_finite(p)) for p in state[0].values()]
-        finite = tf.reduce_all(tf.stack(checks))
+        t = self._iteration.read_value() + 1
+        state, est = self._step(self._read_state(), t)
+        finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
         if finite:
-            self._write_state(state, self._aux)
+            self._write_state(state)
+            self._iteration.assign(t)
+            self._last_log_post.assign(est.log_post)
         return finite
 
     def step(self) -> None:
@@ -173,40 +389,64 @@ class Sampler:
         self._require_initialised()
         if self._compiled_step is None:
             self._compiled_step = tf.function(self._checked_step).get_concrete_function()
-        if not self._compiled_step():
+        with package_call_options():
+            finite = self._compiled_step()
+        if not finite:
+            it = self.iteration
             raise DivergenceError(
-                f"{self.method} diverged at iteration {self.iteration + 1}: the log-posterior estimate or a "
+                f"{self.method} diverged at iteration {it + 1}: the log-posterior estimate or a "
                 f"parameter became NaN or Inf; try a smaller stepsize. sampler.params still holds the state "
-                f"after iteration {self.iteration}",
-                iteration=self.iteration + 1,
+                f"after iteration {it}",
+                iteration=it + 1,
             )
-        self.iteration += 1
 
     # -- state -----------------------------------------------------------------------------
+    @property
+    def iteration(self) -> int:
+        return int(self._iteration.numpy())
+
+    @property
+    def log_posterior(self) -> np.ndarray | float:
+        """The minibatch log-posterior estimate the last iteration made (at the state it started
+        from): a float for one chain, ``(n_chains,)`` for several."""
+        value = self._last_log_post.numpy()
+        return float(value[0]) if self.n_chains == 1 else value
+
     def reset(self) -> None:
         """Back to the starting values and the seed's first random number."""
-        self.generator.reset_from_seed(self.seed)
+        reset_generator(self.generator, self.seed)
+        reset_generator(self._storage_generator, self.seed ^ STORAGE_STREAM)
         for k, v in self.params.items():
-            v.assign(self._initial[k])
-        self.iteration = 0
+            v.assign(self._user_layout(k, self._starts))
+        if self.control_variate is not None:
+            for k, v in self._mode.items():
+                v.assign(self._starts[0][k])
+        self._iteration.assign(0)
+        self._last_log_post.assign(tf.zeros([self.n_chains], self.dtype))
 
     def init_aux(self) -> None:
         """Draw the kernel's auxiliary state (momenta, thermostats) at the current parameters."""
-        aux = self.kernel.init_aux({k: v.read_value() for k, v in self.params.items()}, self._normal)
+        aux = self.kernel.init_aux(self._read_params(), self.rng)
         if self._aux is None:
             self._aux = tf.nest.map_structure(tf.Variable, aux)
         else:
             tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
 
-    def full_data_gradient(self) -> dict[str, tf.Tensor]:
-        r""":math:`\nabla\log p(\theta|x)` at the current parameters, over all the data in batches."""
-        return self._plain.full_data_gradient({k: v.read_value() for k, v in self.params.items()})
+    def full_data_gradient_at_mode(self) -> dict[str, tf.Tensor]:
+        r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, over all the data in batches."""
+        with package_call_options():
+            return self._plain_one_chain.full_data_gradient({k: v.read_value() for k, v in self._mode.items()})
 
     def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
-        """Fix the control variate at the current parameters with its full-data gradient."""
-        for k, v in self.params.items():
+        """Fix the control variate at the mode-search state with its full-data gradient; with one
+        start for all chains (R), every chain starts at the mode."""
+        for k, v in self._mode.items():
             self._anchor[k].assign(v)
             self._anchor_grad[k].assign(anchor_grad[k])
+        if not self._starts_given_per_chain:
+            mode = {k: v.numpy() for k, v in self._mode.items()}
+            for k, v in self.params.items():
+                v.assign(self._user_layout(k, [mode] * self.n_chains))
 
     def get_params(self) -> dict[str, np.ndarray]:
         self._require_initialised()

@@ -1,116 +1,180 @@
 """The public samplers with the R package's names and argument order, in snake_case.
 
-``*_setup`` validates input and builds a :class:`~sgmcmc.sampler.Sampler`; the whole-chain
-functions are ``*_setup`` + ``init_sess`` + the chain run in compiled chunks.
+Adding a sampler is a kernel (:mod:`sgmcmc.dynamics`) plus one entry in :data:`METHODS`; each
+public function keeps an explicit signature and docstring for the user's editor and hands its
+arguments to :func:`_build` (``*_setup``) or :func:`_run` (whole chain).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
 
 from . import inputs
-from .chain import run_chunked
-from .kernels import SGHMC, SGLD, SGNHT
-from .sampler import ControlVariateSettings, Sampler
+from .chain import run_chain
+from .dynamics import SGHMC, SGLD, SGNHT
+from .sampler import ControlVariateSettings, Keep, Sampler
+from .samples import Samples
 from .session import init_sess
 
 DEFAULT_DTYPE = tf.float32
 
 
-def _setup(
-    method: str,
-    make_kernel: Callable[[list[str]], Any],
-    log_lik,
-    dataset,
-    params,
-    log_prior,
-    minibatch_size,
-    seed,
-    dtype,
-    opt_stepsize=None,
-    n_iters_opt: int | None = None,
-    verbose: bool = True,
-) -> Sampler:
-    dtype = inputs.as_dtype(dtype)
-    params = inputs.check_params(params, dtype)
-    names = list(params)
-    kernel = make_kernel(names)
+@dataclass(frozen=True)
+class Method:
+    """A public sampler: how to make its kernel from the user's arguments."""
+
+    make_kernel: Callable[[dict[str, Any], list[str]], Any]
+    control_variate: bool = False
+    hyperparameters: tuple[str, ...] = ("stepsize",)
+
+
+def _sgld(args, names):
+    return SGLD(inputs.per_parameter(args["stepsize"], names, "stepsize"))
+
+
+def _sghmc(args, names):
+    return SGHMC(
+        inputs.per_parameter(args["stepsize"], names, "stepsize"),
+        inputs.per_parameter(args["alpha"], names, "alpha"),
+        inputs.check_count(args["L"], "L"),
+    )
+
+
+def _sgnht(args, names):
+    return SGNHT(inputs.per_parameter(args["stepsize"], names, "stepsize"), inputs.per_parameter(args["a"], names, "a"))
+
+
+METHODS: dict[str, Method] = {
+    "sgld": Method(_sgld),
+    "sghmc": Method(_sghmc, hyperparameters=("stepsize", "alpha", "L")),
+    "sgnht": Method(_sgnht, hyperparameters=("stepsize", "a")),
+    "sgldcv": Method(_sgld, control_variate=True),
+    "sghmccv": Method(_sghmc, control_variate=True, hyperparameters=("stepsize", "alpha", "L")),
+    "sgnhtcv": Method(_sgnht, control_variate=True, hyperparameters=("stepsize", "a")),
+}
+
+
+def _starts(params: Any, n_chains: Any, dtype: tf.DType) -> tuple[list[dict[str, np.ndarray]], bool]:
+    """The K starting dicts, and whether they were given one per chain."""
+    k = inputs.check_count(n_chains, "n_chains")
+    if isinstance(params, (list, tuple)):
+        if len(params) != k:
+            raise ValueError(
+                f"params is a list of {len(params)} starting dicts but n_chains={k}: give one dict per chain "
+                f"(n_chains={len(params)}), or one dict for every chain to start at"
+            )
+        starts = [inputs.check_params(p, dtype) for p in params]
+        first = starts[0]
+        for i, s in enumerate(starts[1:], start=1):
+            if list(s) != list(first) or any(s[n].shape != first[n].shape for n in first):
+                raise ValueError(
+                    f"params[{i}] has names/shapes {({n: v.shape for n, v in s.items()})} but params[0] has "
+                    f"{({n: v.shape for n, v in first.items()})}: every chain needs the same parameters"
+                )
+        return starts, True
+    one = inputs.check_params(params, dtype)
+    return [one] * k, False
+
+
+def _build(method: str, args: dict[str, Any]) -> Sampler:
+    """Validate everything and make the sampler (nothing is compiled here)."""
+    spec = METHODS[method]
+    dtype = inputs.as_dtype(args["dtype"])
+    starts, per_chain = _starts(args["params"], args["n_chains"], dtype)
+    names = list(starts[0])
+    kernel = spec.make_kernel(args, names)
     cv = None
-    if method.endswith("cv"):
-        if opt_stepsize is None:
+    if spec.control_variate:
+        if args["opt_stepsize"] is None:
             raise TypeError(
                 f"{method} needs opt_stepsize, the stepsize of the SGD mode search, e.g. "
                 f"{method}(log_lik, dataset, params, stepsize, opt_stepsize=1e-5)"
             )
         cv = ControlVariateSettings(
-            inputs.per_parameter(opt_stepsize, names, "opt_stepsize"),
-            inputs.check_count(n_iters_opt, "n_iters_opt"),
-            bool(verbose),
+            inputs.per_parameter(args["opt_stepsize"], names, "opt_stepsize"),
+            inputs.check_count(args["n_iters_opt"], "n_iters_opt"),
+            bool(args.get("verbose", True)),
         )
+    seed = args["seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
-    data = inputs.check_dataset(dataset, dtype)
-    n = inputs.batch_size(minibatch_size, len(next(iter(data.values()))))
-    inputs.trial_evaluation(log_lik, log_prior, data, params, dtype)
-    return Sampler(method, kernel, log_lik, log_prior, data, params, n, seed, dtype, cv)
-
-
-def _sgld(stepsize):
-    return lambda names: SGLD(inputs.per_parameter(stepsize, names, "stepsize"))
-
-
-def _sghmc(stepsize, alpha, L):
-    return lambda names: SGHMC(
-        inputs.per_parameter(stepsize, names, "stepsize"),
-        inputs.per_parameter(alpha, names, "alpha"),
-        inputs.check_count(L, "L"),
+    data = inputs.check_dataset(args["dataset"], dtype)
+    n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
+    inputs.trial_evaluation(args["log_lik"], args["log_prior"], data, starts[0], dtype, check_model=args["check_model"])
+    settings = {h: args[h] for h in spec.hyperparameters}
+    settings.update(minibatch_size=n, dtype=dtype.name)
+    if cv is not None:
+        settings.update(opt_stepsize=args["opt_stepsize"], n_iters_opt=cv.n_iters_opt)
+    return Sampler(
+        method, kernel, args["log_lik"], args["log_prior"], data, starts, n, seed, dtype, cv,
+        starts_given_per_chain=per_chain, settings=settings,
     )
 
 
-def _sgnht(stepsize, a):
-    return lambda names: SGNHT(inputs.per_parameter(stepsize, names, "stepsize"), inputs.per_parameter(a, names, "a"))
-
-
-def sample_chain(sampler: Sampler, n_iters: int, verbose: bool = True) -> dict[str, np.ndarray]:
-    """Prepare ``sampler`` (:func:`init_sess`) and run ``n_iters`` iterations in compiled chunks.
-
-    Returns name -> array ``(n_iters, *param_shape)``; row i is the state after iteration
-    i + 1. On Ctrl-C the completed iterations are returned with a ``RuntimeWarning``; on
-    divergence a :class:`~sgmcmc.DivergenceError` carries them.
-    """
+def _keep(n_iters: Any, burn_in: Any, thin: Any) -> tuple[int, Keep]:
     n_iters = inputs.check_count(n_iters, "n_iters")
-    init_sess(sampler, verbose)
-    return run_chunked(
-        sampler.run_chunk,
-        n_iters,
-        {k: tuple(v.shape) for k, v in sampler.params.items()},
-        np.dtype(sampler.dtype.as_numpy_dtype),
-        desc=sampler.method,
-        verbose=verbose,
-        hint="try a smaller stepsize",
-        keep_on_interrupt=True,
+    thin = inputs.check_count(thin, "thin")
+    if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
+        raise ValueError(f"burn_in must be a whole number >= 0, got {burn_in!r}")
+    return n_iters, Keep(int(burn_in), thin)
+
+
+def sample_chain(
+    sampler: Sampler, n_iters: int, verbose: bool = True, *, burn_in: int = 0, thin: int = 1, store_gradients: bool = False
+) -> Samples:
+    """Run ``n_iters`` iterations of a sampler made by a ``*_setup`` function, in compiled chunks.
+
+    A sampler that :func:`~sgmcmc.init_sess` has not prepared is prepared first (for the CV
+    samplers: the mode search). A prepared sampler *continues* from its current state, random
+    stream and iteration count, so ``sample_chain(s, a)`` then ``sample_chain(s, b)`` give the
+    samples of one run of ``a + b`` iterations. ``burn_in`` and ``thin`` count on the sampler's
+    global iteration counter: the kept iterations are ``burn_in + thin``, ``burn_in + 2·thin``, ….
+
+    Returns :class:`~sgmcmc.Samples` (see :func:`sgld`). Raises
+    :class:`~sgmcmc.DivergenceError`, :class:`~sgmcmc.SamplingError` or
+    :class:`~sgmcmc.Interrupted` carrying the samples kept so far.
+    """
+    if not isinstance(sampler, Sampler):
+        raise TypeError(f"sample_chain needs a sampler made by a *_setup function, got {type(sampler).__name__}")
+    n_iters, keep = _keep(n_iters, burn_in, thin)
+    if not sampler.initialised:
+        if keep.count_until(n_iters) == 0:
+            raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
+        init_sess(sampler, verbose)
+    return run_chain(sampler, n_iters, keep, store_gradients=bool(store_gradients), verbose=verbose, settings=sampler.settings)
+
+
+def _run(method: str, args: dict[str, Any]) -> Samples:
+    n_iters, keep = _keep(args["n_iters"], args["burn_in"], args["thin"])
+    if keep.count_until(n_iters) == 0:
+        raise ValueError(
+            f"burn_in={keep.burn_in} is not less than n_iters={n_iters}: no iteration would be kept; "
+            f"give burn_in < n_iters"
+        )
+    sampler = _build(method, args)
+    return sample_chain(
+        sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin, store_gradients=args["store_gradients"]
     )
 
 
 # -- step-by-step set-up (R: sgldSetup, ...) ------------------------------------------------
 
-
-def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
-    r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`.
-
+_SETUP_PARAMETERS = """
     Parameters
     ----------
     log_lik : callable
         ``log_lik(params, dataset)``: the SUM of the log-likelihood over the rows of
         ``dataset`` it is given, a scalar tensor, written with TF/TFP ops.
-    dataset : dict
+    dataset : dict or pandas.DataFrame
         Name -> array-like, observations on the first axis (all the same length N).
         Floating entries are cast to ``dtype``; integer entries stay integers.
-    params : dict
-        Name -> starting value (scalar or array); its shape is the parameter's.
+    params : dict or list of dicts
+        Name -> starting value (scalar or array); its shape is the parameter's. A list of
+        ``n_chains`` dicts starts chain k at dict k.
     stepsize : float or dict
         ε: one number for all parameters, or a dict with exactly the names of ``params``.
     log_prior : callable, optional
@@ -121,85 +185,105 @@ def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_siz
         Makes the run reproducible; None draws fresh randomness.
     dtype : tf.DType, keyword-only
         ``tf.float32`` (default) or ``tf.float64``.
-    """
-    return _setup("sgld", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    n_chains : int, keyword-only
+        K chains stepped together in one compiled loop, each with its own minibatches and noise.
+"""
 
 
-def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+    return _build("sgld", locals())
+
+
+sgld_setup.__doc__ = r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`.
+""" + _SETUP_PARAMETERS
+
+
+def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
     r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
-    :math:`\theta \leftarrow \theta + \nu`. ``alpha`` is a number or a dict like ``stepsize``;
-    other arguments as :func:`sgld_setup`."""
-    return _setup("sghmc", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
+    An iteration costs about ``L`` SGLD iterations. ``alpha`` is a number or a dict like
+    ``stepsize``; other arguments as :func:`sgld_setup`."""
+    return _build("sghmc", locals())
 
 
-def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
     r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
     thermostat :math:`\alpha = a` per parameter; each iteration
     :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
     :math:`\theta \leftarrow \theta + u`, :math:`\alpha \leftarrow \alpha + \overline{u^2} - \epsilon`.
     Other arguments as :func:`sgld_setup`."""
-    return _setup("sgnht", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    return _build("sgnht", locals())
 
 
-def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
-    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess`.
-    ``verbose`` is kept for R compatibility; :func:`init_sess`'s own ``verbose`` governs its
-    progress. Other arguments as :func:`sgld_setup`."""
-    return _setup("sgldcv", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
+    the first start; one mode search and one full-data gradient shared by all chains).
+    ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as
+    :func:`sgld_setup`."""
+    return _build("sgldcv", locals())
 
 
-def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
     """Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
-    return _setup("sghmccv", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    return _build("sghmccv", locals())
 
 
-def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
     """Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
-    return _setup("sgnhtcv", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    return _build("sgnhtcv", locals())
 
 
 # -- whole chains (R: sgld, ...) --------------------------------------------------------------
 
+_CHAIN_OPTIONS = """
+    Chain options (keyword-only, SPEC §7): ``n_chains`` (K chains in one compiled loop; ``params``
+    one dict or a list of K dicts), ``burn_in`` and ``thin`` (kept iterations ``burn_in + thin``,
+    ``burn_in + 2·thin``, …), ``store_gradients`` (also keep the estimator's gradient at every
+    kept sample).
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGLD for ``n_iters`` iterations; returns name -> array ``(n_iters, *param_shape)``.
-    Arguments as :func:`sgld_setup`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgld_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, seed, dtype=dtype), n_iters, verbose)
-
-
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGHMC; arguments as :func:`sghmc_setup`, output as :func:`sgld`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sghmc_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, alpha, L, seed, dtype=dtype), n_iters, verbose)
-
-
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGNHT; arguments as :func:`sgnht_setup`, output as :func:`sgld`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgnht_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, a, seed, dtype=dtype), n_iters, verbose)
+    Returns
+    -------
+    Samples
+        A dict name -> array, ``(n_kept, *shape)`` for one chain (R's layout), ``(n_chains,
+        n_kept, *shape)`` for several; with ``log_posterior``, ``gradients`` and the settings.
+"""
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGLD-CV: the mode search, then ``n_iters`` iterations from the mode. Arguments as
-    :func:`sgldcv_setup`, output as :func:`sgld`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    return _run("sgld", locals())
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, output as :func:`sgld`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, alpha, L, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+sgld.__doc__ = """Run SGLD for ``n_iters`` iterations. Arguments as :func:`sgld_setup`.
+""" + _CHAIN_OPTIONS
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
-    """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, output as :func:`sgld`."""
-    inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, a, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    """Run SGHMC; arguments as :func:`sghmc_setup`, chain options and output as :func:`sgld`."""
+    return _run("sghmc", locals())
+
+
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    """Run SGNHT; arguments as :func:`sgnht_setup`, chain options and output as :func:`sgld`."""
+    return _run("sgnht", locals())
+
+
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    """Run SGLD-CV: the mode search, then ``n_iters`` iterations. Arguments as
+    :func:`sgldcv_setup`, chain options and output as :func:`sgld`."""
+    return _run("sgldcv", locals())
+
+
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, chain options and output as :func:`sgld`."""
+    return _run("sghmccv", locals())
+
+
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
+    return _run("sgnhtcv", locals())

@@ -21,16 +21,18 @@ class Session:
     sampler: Sampler
 
 
-def init_sess(sampler: Sampler, verbose: bool = True) -> Session:
+def init_sess(sampler: Sampler, verbose: bool | None = None) -> Session:
     """Prepare ``sampler`` to run: reset it to its starting values and seed, and for the
-    control-variate samplers run the mode search and the full-data gradient (with progress
-    when ``verbose``), leaving the chain at the mode. Calling it again restarts the chain."""
+    control-variate samplers run the mode search and the full-data gradient, leaving the chains
+    at the mode (or at their own starts when a list was given). ``verbose`` governs the mode
+    search's progress; None takes the ``verbose`` given to the CV ``*_setup`` (R). Calling it
+    again restarts the chain."""
     if not isinstance(sampler, Sampler):
         raise TypeError(f"init_sess needs a sampler made by a *_setup function, got {type(sampler).__name__}")
     sampler.initialised = False
     sampler.reset()
     if sampler.control_variate is not None:
-        find_mode_and_anchor(sampler, verbose)
+        find_mode_and_anchor(sampler, sampler.control_variate.verbose if verbose is None else bool(verbose))
     sampler.init_aux()
     sampler.initialised = True
     return Session(sampler)
@@ -52,6 +54,14 @@ def sgmcmc_step(sampler: Sampler, sess: Session) -> None:
 
 
 def get_params(sampler: Sampler, sess: Session) -> dict[str, np.ndarray]:
-    """The current state: name -> numpy array of the parameter's shape."""
+    """The current state: name -> numpy array of the parameter's shape (with a leading chain
+    axis when ``n_chains > 1``)."""
     _check(sampler, sess)
     return sampler.get_params()
+
+
+def get_log_posterior(sampler: Sampler, sess: Session):
+    """The minibatch log-posterior estimate of the last step, at the state that step started
+    from (a float; an array ``(n_chains,)`` for several chains)."""
+    _check(sampler, sess)
+    return sampler.log_posterior

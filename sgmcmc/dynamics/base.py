@@ -1,0 +1,54 @@
+"""What every dynamics shares: the kernel protocol, the gradient estimate, stepsizes at t.
+
+A kernel is a frozen dataclass of hyperparameters with two methods:
+
+``init_aux(params, rng) -> aux``
+    the auxiliary state (momenta, thermostats, preconditioner statistics; ``{}`` if none);
+``one_step(params, aux, estimate, rng, t) -> (params, aux, est)``
+    one iteration. ``est`` is the estimate the iteration made *at the state it started from*
+    (for several inner steps: the first), which the chain stores as the gradient at the
+    previous sample.
+
+Every tensor carries a leading chain axis ``K`` (``params[name]`` is ``[K, *shape]``); updates
+are elementwise, and a reduction over a parameter's elements must keep that axis
+(:func:`reduce_per_chain`). ``estimate(params)`` draws a fresh minibatch per chain.
+``t`` is the 1-based global iteration (a scalar int64 tensor), for stepsize schedules.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Protocol
+
+import tensorflow as tf
+
+Params = dict[str, tf.Tensor]
+
+
+class Estimate(NamedTuple):
+    """A gradient estimate for K chains: ``log_post`` ``[K]``, ``grads`` like the params."""
+
+    log_post: tf.Tensor
+    grads: Params
+
+
+Estimator = Callable[[Params], Estimate]
+
+
+class Kernel(Protocol):
+    def init_aux(self, params: Params, rng) -> Any: ...
+
+    def one_step(self, params: Params, aux: Any, estimate: Estimator, rng, t: tf.Tensor) -> tuple[Params, Any, Estimate]: ...
+
+
+def stepsize_at(value: Any, t: tf.Tensor, dtype: tf.DType) -> Any:
+    """A stepsize at iteration ``t``: a number as it is, a schedule (callable of ``t``) evaluated
+    in-graph."""
+    if callable(value):
+        return tf.cast(value(t), dtype)
+    return value
+
+
+def reduce_per_chain(fn: Callable, x: tf.Tensor) -> tf.Tensor:
+    """``fn`` (e.g. ``tf.reduce_mean``) over every axis but the leading chain axis, kept as a
+    broadcastable ``[K, 1, …]``."""
+    return fn(x, axis=list(range(1, x.shape.rank)), keepdims=True)

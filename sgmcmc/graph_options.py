@@ -1,0 +1,50 @@
+"""How the package's compiled functions are run: Grappler's memory optimizer is off for them.
+
+Why: inside the chunk's ``while`` loop, Grappler's arithmetic optimizer turns a chain of adds
+(e.g. θ + (ε/2)g + √ε ξ, or the sum of a user's gradient contributions) into an ``AddN``, and its
+memory optimizer then rewrites that ``AddN`` into a ``TemporaryVariable`` + ``AssignAdd``
+accumulator. The temporary of the loop's terminal iteration is created but never destroyed in the
+per-call resource container, so the *next* call of the same function fails with
+``AlreadyExistsError: … AddOpsRewrite_add_1/tmp_var …``. Whether the rewrite fires depends on the
+optimizer's cost estimates (it appeared at N = 300,000 rows with a flat prior, not at 10^5), so a
+user could hit it with any model. Disabling only the memory optimizer, only for our own calls,
+removes the cause; it measured no slower (benchmarks/RESULTS.md) and leaves the user's other
+TensorFlow code untouched.
+
+TensorFlow has no public per-function switch for this, so :func:`package_call_options` swaps the
+thread's function-call options (``tensorflow.python.eager.context``) for the duration of a call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
+
+_OPTIONS: dict[bytes, context.FunctionCallOptions] = {}
+
+
+def _options() -> context.FunctionCallOptions:
+    ctx = context.context()
+    base = ctx.function_call_options
+    key = base.config_proto_serialized
+    if key not in _OPTIONS:
+        config = config_pb2.ConfigProto()
+        config.ParseFromString(key)
+        config.graph_options.rewrite_options.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+        _OPTIONS[key] = context.FunctionCallOptions(executor_type=base.executor_type, config_proto=config)
+    return _OPTIONS[key]
+
+
+@contextlib.contextmanager
+def package_call_options() -> Iterator[None]:
+    """Run the enclosed calls of compiled functions with Grappler's memory optimizer off."""
+    ctx = context.context()
+    previous = ctx.function_call_options
+    ctx.function_call_options = _options()
+    try:
+        yield
+    finally:
+        ctx.function_call_options = previous
