@@ -5,6 +5,7 @@ SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake
 several chains in one compiled loop, and the analysis of their output.
 """
 
+from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from .datasets import get_dataset
 from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError
 from .sampler import Sampler
@@ -34,7 +35,14 @@ __all__ = [
     "SamplingError",
     "Samples",
     "Session",
+    "full_gradients",
     "get_dataset",
+    "ksd",
+    "plot_trace",
+    "stein_thin",
+    "summary",
+    "to_inference_data",
+    "zv",
     "get_log_posterior",
     "get_params",
     "init_sess",
