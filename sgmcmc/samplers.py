@@ -33,6 +33,7 @@ def _setup(
     opt_stepsize=None,
     n_iters_opt: int | None = None,
     verbose: bool = True,
+    check_model: bool = True,
 ) -> Sampler:
     dtype = inputs.as_dtype(dtype)
     params = inputs.check_params(params, dtype)
@@ -54,7 +55,7 @@ def _setup(
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(dataset, dtype)
     n = inputs.batch_size(minibatch_size, len(next(iter(data.values()))))
-    inputs.trial_evaluation(log_lik, log_prior, data, params, dtype)
+    inputs.trial_evaluation(log_lik, log_prior, data, params, dtype, check_model)
     return Sampler(method, kernel, log_lik, log_prior, data, params, n, seed, dtype, cv)
 
 
@@ -98,7 +99,7 @@ def sample_chain(sampler: Sampler, n_iters: int, verbose: bool = True) -> dict[s
 # -- step-by-step set-up (R: sgldSetup, ...) ------------------------------------------------
 
 
-def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`.
 
     Parameters
@@ -121,85 +122,88 @@ def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_siz
         Makes the run reproducible; None draws fresh randomness.
     dtype : tf.DType, keyword-only
         ``tf.float32`` (default) or ``tf.float64``.
+    check_model : bool, keyword-only
+        True (default) stops with an error on a parameter no function uses and on a
+        ``log_lik`` that is not a sum over the rows it is given; False skips those checks.
     """
-    return _setup("sgld", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    return _setup("sgld", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, check_model=check_model)
 
 
-def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
     :math:`\theta \leftarrow \theta + \nu`. ``alpha`` is a number or a dict like ``stepsize``;
     other arguments as :func:`sgld_setup`."""
-    return _setup("sghmc", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    return _setup("sghmc", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, check_model=check_model)
 
 
-def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
     thermostat :math:`\alpha = a` per parameter; each iteration
     :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
     :math:`\theta \leftarrow \theta + u`, :math:`\alpha \leftarrow \alpha + \overline{u^2} - \epsilon`.
     Other arguments as :func:`sgld_setup`."""
-    return _setup("sgnht", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype)
+    return _setup("sgnht", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, check_model=check_model)
 
 
-def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
     mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess`.
     ``verbose`` is kept for R compatibility; :func:`init_sess`'s own ``verbose`` governs its
     progress. Other arguments as :func:`sgld_setup`."""
-    return _setup("sgldcv", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    return _setup("sgldcv", _sgld(stepsize), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose, check_model=check_model)
 
 
-def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     """Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
-    return _setup("sghmccv", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    return _setup("sghmccv", _sghmc(stepsize, alpha, L), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose, check_model=check_model)
 
 
-def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> Sampler:
+def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> Sampler:
     """Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
-    return _setup("sgnhtcv", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose)
+    return _setup("sgnhtcv", _sgnht(stepsize, a), log_lik, dataset, params, log_prior, minibatch_size, seed, dtype, opt_stepsize, n_iters_opt, verbose, check_model=check_model)
 
 
 # -- whole chains (R: sgld, ...) --------------------------------------------------------------
 
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGLD for ``n_iters`` iterations; returns name -> array ``(n_iters, *param_shape)``.
     Arguments as :func:`sgld_setup`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgld_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sgld_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
 
 
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGHMC; arguments as :func:`sghmc_setup`, output as :func:`sgld`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sghmc_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, alpha, L, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sghmc_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, alpha, L, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
 
 
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGNHT; arguments as :func:`sgnht_setup`, output as :func:`sgld`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgnht_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, a, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sgnht_setup(log_lik, dataset, params, stepsize, log_prior, minibatch_size, a, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGLD-CV: the mode search, then ``n_iters`` iterations from the mode. Arguments as
     :func:`sgldcv_setup`, output as :func:`sgld`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, n_iters_opt, verbose, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, output as :func:`sgld`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, alpha, L, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, alpha, L, n_iters_opt, verbose, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE) -> dict[str, np.ndarray]:
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, check_model=True) -> dict[str, np.ndarray]:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, output as :func:`sgld`."""
     inputs.check_count(n_iters, "n_iters")
-    return sample_chain(sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, a, n_iters_opt, verbose, seed, dtype=dtype), n_iters, verbose)
+    return sample_chain(sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize, log_prior, minibatch_size, a, n_iters_opt, verbose, seed, dtype=dtype, check_model=check_model), n_iters, verbose)
