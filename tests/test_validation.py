@@ -410,3 +410,22 @@ def test_ctrl_c_during_mode_search_propagates(small_gauss, monkeypatch):
     _interrupt_on_call(monkeypatch, "run_opt_chunk", 2)
     with pytest.raises(KeyboardInterrupt):
         _call("sgldcv", small_gauss, n_iters_opt=5_000)
+
+
+# -- start-up noise -------------------------------------------------------------------------------
+
+
+def test_quiet_tensorflow_startup_sets_level_only_when_unset_and_before_import(monkeypatch):
+    import sys
+
+    from sgmcmc import _quiet
+
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    assert _quiet.quiet_tensorflow_startup() is False  # TensorFlow is loaded here: too late
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    assert _quiet.quiet_tensorflow_startup() is True
+    assert __import__("os").environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # the user's choice wins
+    assert _quiet.quiet_tensorflow_startup() is False
+    assert __import__("os").environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
