@@ -1,7 +1,16 @@
 """Mistakes that would silently give a wrong posterior stop the set-up with a clear message,
 found by the trial evaluation before anything is compiled (issue 12, item 2); honest models
 pass; ``check_model=False`` lets an honest-but-unusual model through. Also the set-up's
-memory (item 3): no needless copies of the dataset, and the storage estimate."""
+memory (item 3): no needless copies of the dataset, and the storage estimate.
+
+Each guard's tests were run with the guard removed from inputs.py and failed: connectivity
+(test_unused_parameter, test_parameter_used_only_through_an_integer_cast), additivity
+(test_log_lik_not_a_sum_over_its_rows x2, test_constant_added_once_...), the integer-cast
+retry (test_integer_entry_in_float_arithmetic), the extreme rows of integer entries in the
+trial batch (test_one_based_labels_out_of_range), astype(copy=False)
+(test_float32_entry_is_not_copied), the min/max NaN scan
+(test_dataset_check_allocates_nothing_...). Running the trial on the CPU (a GPU's tf.gather
+returns zeros out of range) cannot be tested without a GPU."""
 
 from __future__ import annotations
 
