@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The project's two commands, needing nothing but Python 3.10+ and pip:
+"""The project's commands, needing nothing but Python 3.10+ and pip:
 
     python3 tasks.py demo   # the main job: SGLD-CV logistic regression, summary + plot
     python3 tasks.py test   # the test suite
+    python3 tasks.py vignette NAME [--quick]   # vignettes/NAME.py (e.g. mv_gauss, main_job)
 
 Each creates the virtualenv ``.venv`` from pyproject.toml when it is missing or older than
 pyproject.toml, then runs inside it. Extra arguments are passed on (to pytest for ``test``).
@@ -39,6 +40,13 @@ def main(argv: list[str]) -> int:
         "demo": [PYTHON, ROOT / "vignettes" / "main_job.py"],
         "test": [PYTHON, "-m", "pytest", "-q", ROOT / "tests"],
     }
+    if argv and argv[0] == "vignette":
+        names = sorted(p.stem for p in (ROOT / "vignettes").glob("*.py") if not p.stem.startswith("_"))
+        if len(argv) < 2 or argv[1] not in names:
+            print(f"usage: python3 tasks.py vignette NAME [--quick] [--out DIR]; NAME is one of {', '.join(names)}")
+            return 2
+        commands["vignette"] = [PYTHON, ROOT / "vignettes" / f"{argv[1]}.py"]
+        argv = [argv[0], *argv[2:]]
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2

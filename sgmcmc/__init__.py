@@ -5,6 +5,10 @@ SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake
 several chains in one compiled loop, and the analysis of their output.
 """
 
+from ._quiet import quiet_tensorflow_startup as _quiet_tensorflow_startup
+
+_quiet_tensorflow_startup()
+
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from .datasets import get_dataset
 from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError

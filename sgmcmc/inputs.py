@@ -6,6 +6,8 @@ Every check raises with a message that names the problem and the fix (SPEC §4).
 from __future__ import annotations
 
 import numbers
+import os
+import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -48,15 +50,62 @@ def check_params(params: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
     return out
 
 
+def _entries(dataset: Any) -> Mapping:
+    """The entries of ``dataset``: a mapping as it is, or a pandas DataFrame's columns."""
+    if isinstance(dataset, Mapping):
+        return dataset
+    columns = getattr(dataset, "columns", None)
+    if columns is not None and hasattr(dataset, "to_numpy"):  # a pandas DataFrame
+        names = list(columns)
+        bad = [c for c in names if not isinstance(c, str)]
+        if bad:
+            raise TypeError(
+                f"dataset is a DataFrame whose column names {bad[:5]} are not strings: the columns are the "
+                "entries log_lik reads by name, so rename them (e.g. df.columns = [str(c) for c in df.columns])"
+            )
+        if len(set(names)) != len(names):
+            repeated = sorted({c for c in names if names.count(c) > 1})
+            raise ValueError(f"dataset is a DataFrame with repeated column names {repeated}: make them unique")
+        return {name: dataset[name] for name in names}
+    raise TypeError(
+        f"dataset must be a dict of name -> array (or a pandas DataFrame), got {type(dataset).__name__}"
+    )
+
+
+def _first_non_finite_row(array: np.ndarray, chunk_rows: int) -> int | None:
+    """The first row of ``array`` holding NaN or Inf, or None.
+
+    ``min`` and ``max`` propagate NaN and expose ±Inf without a temporary the size of the
+    data; only if they are not finite is the offending row looked for, chunk by chunk."""
+    if np.isfinite(array.min()) and np.isfinite(array.max()):
+        return None
+    for start in range(0, len(array), chunk_rows):
+        finite = np.isfinite(array[start : start + chunk_rows])
+        rows = finite.reshape(len(finite), -1).all(axis=1)
+        if not rows.all():
+            return start + int(np.argmin(rows))
+    return None  # pragma: no cover - min/max said otherwise
+
+
+#: Bytes per chunk when a dataset entry is scanned for the row holding NaN or Inf.
+SCAN_CHUNK_BYTES = 1 << 24
+
+
 def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
-    """Dataset entries as arrays: floats cast to the model dtype, integers kept as integers."""
-    if not isinstance(dataset, Mapping):
-        raise TypeError(f"dataset must be a dict of name -> array, got {type(dataset).__name__}")
-    if not dataset:
+    """Dataset entries as arrays: floats in the model dtype, integers kept as integers.
+
+    ``dataset`` is a dict of name -> array-like (numpy, pandas Series, tf tensor) or a pandas
+    DataFrame (each column an entry). Nothing is copied that need not be: a float entry
+    already in the model dtype comes back as the same memory (``np.shares_memory``); a cast
+    (float64 -> float32, bool -> int32) makes the one unavoidable copy. The NaN/Inf check
+    allocates nothing the size of the data."""
+    entries = _entries(dataset)
+    if not entries:
         raise ValueError("dataset is empty: give at least one entry, e.g. dataset={'x': x}")
+    target = np.dtype(dtype.as_numpy_dtype)
     out = {}
-    for name, value in dataset.items():
-        array = np.asarray(value)
+    for name, value in entries.items():
+        array = value.to_numpy() if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray) else np.asarray(value)
         if array.ndim == 0:
             raise ValueError(
                 f"dataset[{name!r}] is a scalar: observations lie on the first axis, so every entry needs one"
@@ -64,12 +113,13 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
         if array.dtype.kind == "b":
             array = array.astype(np.int32)
         if array.dtype.kind == "f":
-            if not np.all(np.isfinite(array)):
-                bad = int(np.argmax(~np.isfinite(array).reshape(len(array), -1).all(axis=1)))
+            array = array.astype(target, copy=False)  # no copy when it is already the model dtype
+            row_bytes = max(1, array[:1].nbytes)
+            bad = _first_non_finite_row(array, max(1, SCAN_CHUNK_BYTES // row_bytes))
+            if bad is not None:
                 raise ValueError(
                     f"dataset[{name!r}] contains NaN or Inf (first at row {bad}): remove or impute those rows"
                 )
-            array = array.astype(dtype.as_numpy_dtype)
         elif array.dtype.kind not in "iu":
             raise TypeError(f"dataset[{name!r}] is not numeric (dtype {array.dtype}): convert it to numbers")
         out[name] = array
@@ -80,6 +130,44 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
             "one row per observation"
         )
     return out
+
+
+#: TensorFlow's CPU tensors must start on a 64-byte boundary (``Tensor::IsAligned``).
+TENSOR_ALIGNMENT = 64
+
+
+def _aligned_copy(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``array`` starting on a :data:`TENSOR_ALIGNMENT` boundary."""
+    buffer = np.empty(array.nbytes + TENSOR_ALIGNMENT, np.uint8)
+    offset = (-buffer.ctypes.data) % TENSOR_ALIGNMENT
+    out = buffer[offset : offset + array.nbytes].view(array.dtype).reshape(array.shape)
+    np.copyto(out, array)
+    return out
+
+
+def as_tensor(array: np.ndarray) -> tf.Tensor:
+    """A CPU tensor of ``array`` holding at most one copy of it, with no transient copies.
+
+    ``tf.convert_to_tensor`` copies a numpy array always, and at 2.2 GB its peak memory was
+    the array's size twice over on top of it (benchmarks/bench_memory.py). A C-contiguous,
+    writeable array on a 64-byte boundary is shared through DLPack instead (the tensor keeps
+    the array alive); anything else is first copied once into such an array. On a machine
+    with a GPU the data belong on the GPU, which is a copy anyway: ``tf.convert_to_tensor``."""
+    if tf.config.list_logical_devices("GPU"):
+        return tf.convert_to_tensor(array)
+    if array.size == 0:
+        return tf.convert_to_tensor(array)
+    shareable = (
+        array.flags.c_contiguous and array.flags.writeable and array.ctypes.data % TENSOR_ALIGNMENT == 0
+    )
+    if not shareable:
+        array = _aligned_copy(array)
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+def as_tensors(dataset: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    """:func:`as_tensor` of every entry (for ``Sampler``)."""
+    return {name: as_tensor(array) for name, array in dataset.items()}
 
 
 def check_positive(value: Any, what: str) -> float:
@@ -150,6 +238,139 @@ def _is_dtype_clash(error: Exception) -> bool:
     return "double" in text and "float" in text
 
 
+#: Rows in each of the two disjoint sets of the additivity check.
+ADDITIVITY_ROWS = 5
+
+#: Largest |log_lik(A u B) - log_lik(A) - log_lik(B)| accepted, relative to
+#: max(|log_lik(A)| + |log_lik(B)|, |log_lik(A u B)|); the same for each parameter's gradient
+#: (Euclidean norms). Honest models (tests/test_model_checks.py::test_honest_models_pass_*:
+#: logistic regression on covertype-shaped data, a two-component Gaussian mixture, a softmax
+#: network with tf.gather of integer labels, the Gaussian and regression models of the test
+#: suite; at the start and at 4 random points) stayed below 4.1e-7 in float32 and 2.3e-16 in
+#: float64 (worst: the softmax network, 4.1e-7); a log_lik that closes over the
+#: full data or takes a mean over rows is off by ~0.5 (the sum counted once instead of twice,
+#: or halved). 1e-3 leaves three orders of magnitude on each side, whatever the dtype.
+ADDITIVITY_RTOL = 1e-3
+
+_OPT_OUT = (
+    "If the model is right as it is (e.g. a deliberately unused parameter, or a log_lik that is "
+    "knowingly not a sum over rows), pass check_model=False to skip this check."
+)
+
+
+def _integer_ranges(dataset: dict[str, np.ndarray]) -> dict[str, tuple[int, int, int, int]]:
+    """For each integer entry: its min, max, and a row holding each."""
+    out = {}
+    for name, array in dataset.items():
+        if array.dtype.kind not in "iu" or len(array) == 0:
+            continue
+        per_row = array if array.ndim == 1 else array.reshape(len(array), -1)
+        lows = per_row if array.ndim == 1 else per_row.min(axis=1)
+        highs = per_row if array.ndim == 1 else per_row.max(axis=1)
+        low_row, high_row = int(np.argmin(lows)), int(np.argmax(highs))
+        out[name] = (int(lows[low_row]), int(highs[high_row]), low_row, high_row)
+    return out
+
+
+def _rows(dataset: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, tf.Tensor]:
+    """The given rows of every entry as small tensors (only those rows are copied)."""
+    return {name: tf.constant(np.ascontiguousarray(array[rows])) for name, array in dataset.items()}
+
+
+def _value_and_grads(fn: Callable, params: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict]:
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        value = fn(params)
+    grads = tape.gradient(value, params, unconnected_gradients=tf.UnconnectedGradients.NONE)
+    return value, grads
+
+
+def _dense(gradient, like: tf.Tensor) -> np.ndarray:
+    if gradient is None:
+        return np.zeros(like.shape, like.dtype.as_numpy_dtype)
+    return tf.convert_to_tensor(gradient).numpy()
+
+
+def _perturbed(params: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    """The start nudged by about 1% of each value (0.01 where it is 0), in a fixed irregular
+    pattern, so a symmetric start (zeros, equal components) cannot hide a wrong model."""
+    out, offset = {}, 0
+    for name, value in params.items():
+        pattern = np.sin(1.0 + 2.39996 * (offset + np.arange(value.size))).reshape(value.shape)
+        offset += value.size
+        nudged = np.where(value == 0, 0.01 * pattern, value * (1 + 0.01 * pattern))
+        out[name] = tf.constant(nudged.astype(value.dtype))
+    return out
+
+
+def _relative_gap(whole: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    gap = float(np.linalg.norm(np.ravel(whole.astype(np.float64) - a - b)))
+    scale = max(
+        float(np.linalg.norm(np.ravel(a.astype(np.float64)))) + float(np.linalg.norm(np.ravel(b.astype(np.float64)))),
+        float(np.linalg.norm(np.ravel(whole.astype(np.float64)))),
+    )
+    return 0.0 if gap == 0 else (gap / scale if scale > 0 else np.inf)
+
+
+def additivity_gaps(log_lik: Callable, dataset: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> dict[str, float]:
+    """Relative gaps of log_lik(A u B) - log_lik(A) - log_lik(B) for the value (key ``""``)
+    and each parameter's gradient, on two disjoint sets of :data:`ADDITIVITY_ROWS` rows taken
+    from the first and second halves of the data, at the nudged start (the start itself
+    if the nudged one is not finite). Empty if there are fewer than 2 rows."""
+    n = len(next(iter(dataset.values())))
+    if n < 2:
+        return {}
+    half = n // 2
+    first = np.unique(np.linspace(0, half - 1, ADDITIVITY_ROWS).round().astype(np.int64))
+    second = np.unique(np.linspace(half, n - 1, ADDITIVITY_ROWS).round().astype(np.int64))
+    sets = [_rows(dataset, first), _rows(dataset, second), _rows(dataset, np.concatenate([first, second]))]
+    for point in (_perturbed(params), {k: tf.constant(v) for k, v in params.items()}):
+        results = [_value_and_grads(lambda p, batch=batch: log_lik(p, batch), point) for batch in sets]
+        if all(np.isfinite(value.numpy()) for value, _ in results):
+            break
+    (va, ga), (vb, gb), (vab, gab) = results
+    gaps = {"": _relative_gap(vab.numpy(), va.numpy(), vb.numpy())}
+    for name, like in point.items():
+        gaps[name] = _relative_gap(_dense(gab[name], like), _dense(ga[name], like), _dense(gb[name], like))
+    return gaps
+
+
+def _integer_arithmetic(call: Callable, batch: dict[str, tf.Tensor], dtype: tf.DType) -> list[str] | None:
+    """The integer entries whose cast to ``dtype`` makes ``call(batch)`` work (one at a time,
+    then all together), or None if no such cast does."""
+    integers = [name for name, value in batch.items() if value.dtype.is_integer]
+    trials = [[name] for name in integers] + ([integers] if len(integers) > 1 else [])
+    for names in trials:
+        try:
+            call({k: tf.cast(v, dtype) if k in names else v for k, v in batch.items()})
+        except Exception:  # the user's code may raise anything
+            continue
+        return names
+    return None
+
+
+_OUT_OF_RANGE = re.compile(r"indices\S* = (-?\d+) is not in \[0, (\d+)\)")
+
+
+def _out_of_range_message(error: Exception, ranges: dict) -> str | None:
+    match = _OUT_OF_RANGE.search(str(error))
+    if match is None:
+        return None
+    value, size = int(match.group(1)), int(match.group(2))
+    suspects = [n for n, (lo, hi, _, _) in ranges.items() if (lo < 0 or hi >= size) and lo <= value <= hi]
+    if not suspects:
+        suspects = [n for n, (lo, hi, _, _) in ranges.items() if lo < 0 or hi >= size]
+    if not suspects:
+        return None
+    described = ", ".join(f"dataset[{n!r}] holds {ranges[n][0]}..{ranges[n][1]}" for n in suspects)
+    one_based = all(ranges[n][0] >= 1 and ranges[n][1] == size for n in suspects)
+    hint = " They look 1-based (as labels from R are): pass labels - 1." if one_based else ""
+    return (
+        f"log_lik indexes something of size {size} (tf.gather or similar) with the value {value}, out of "
+        f"range: {described}. Integer entries used as indices must be 0-based, in [0, {size}).{hint}"
+    )
+
+
 def trial_evaluation(
     log_lik: Callable,
     log_prior: Callable | None,
@@ -158,22 +379,56 @@ def trial_evaluation(
     dtype: tf.DType,
     check_model: bool = True,
 ) -> None:
-    """Evaluate ``log_lik`` on a few rows and ``log_prior`` once, eagerly, to catch a
-    non-scalar result, a dtype clash or a non-finite value before anything is compiled."""
+    """Evaluate the user's functions eagerly, on the CPU, before anything is compiled.
+
+    Always: ``log_lik`` on the first :data:`TRIAL_ROWS` rows plus, for each integer entry,
+    the rows holding its min and its max (so an out-of-range ``tf.gather`` index fails here),
+    and ``log_prior`` once: catches a non-scalar result, a dtype clash, an integer entry used
+    in float arithmetic, an out-of-range index, a non-finite value at the start.
+
+    With ``check_model`` (the default), also the mistakes that would otherwise give a wrong
+    posterior silently: a parameter with no gradient path to ``log_lik`` or ``log_prior``
+    (graph connectivity, not a zero value), and a ``log_lik`` that is not additive over rows
+    (:func:`additivity_gaps`: a mean instead of a sum, or one that ignores its ``dataset``
+    argument and closes over the full data)."""
     if not callable(log_lik):
         raise TypeError("log_lik must be a function log_lik(params, dataset) returning a scalar tensor")
     if log_prior is not None and not callable(log_prior):
         raise TypeError("log_prior must be a function log_prior(params) returning a scalar tensor, or None")
+    # On a GPU an out-of-range tf.gather returns zeros instead of failing.
+    with tf.device("/CPU:0"):
+        _trial(log_lik, log_prior, dataset, params, dtype, check_model)
+
+
+def _trial(log_lik, log_prior, dataset, params, dtype, check_model) -> None:
+    n = len(next(iter(dataset.values())))
+    ranges = _integer_ranges(dataset)
+    rows = set(range(min(TRIAL_ROWS, n)))
+    for _, _, low_row, high_row in ranges.values():
+        rows.update((low_row, high_row))
+    batch = _rows(dataset, np.array(sorted(rows), dtype=np.int64))
     tensors = {k: tf.constant(v) for k, v in params.items()}
-    rows = tf.range(min(TRIAL_ROWS, len(next(iter(dataset.values())))))
-    batch = gather_rows({k: tf.constant(v) for k, v in dataset.items()}, rows)
-    checks = [("log_lik", lambda: log_lik(tensors, batch))]
+    checks = [("log_lik", lambda data=batch: log_lik(tensors, data))]
     if log_prior is not None:
         checks.append(("log_prior", lambda: log_prior(tensors)))
     for what, call in checks:
         try:
             value = tf.convert_to_tensor(call())
         except Exception as error:  # the user's code may raise anything
+            if what == "log_lik":
+                culprits = _integer_arithmetic(lambda data: log_lik(tensors, data), batch, dtype)
+                if culprits:
+                    entries = " and ".join(f"dataset[{n!r}]" for n in culprits)
+                    casts = ", ".join(f"tf.cast(dataset[{n!r}], tf.{dtype.name})" for n in culprits)
+                    raise TypeError(
+                        f"{entries} holds integers but log_lik uses it in floating-point arithmetic "
+                        f"({type(error).__name__}: {error}). Cast it inside log_lik with {casts}, or pass "
+                        f"it as floats (e.g. y.astype(np.{dtype.name})); keep integers only for entries used "
+                        f"as indices (tf.gather, tf.one_hot)"
+                    ) from error
+                message = _out_of_range_message(error, ranges)
+                if message:
+                    raise ValueError(f"{message} ({type(error).__name__}: {error})") from error
             if _is_dtype_clash(error):
                 other = tf.float32 if dtype == tf.float64 else tf.float64
                 raise TypeError(
@@ -200,3 +455,101 @@ def trial_evaluation(
             raise ValueError(
                 f"{what} is {value.numpy()} at the starting values: start inside the support of the model"
             )
+    if not check_model:
+        return
+    _check_connected(log_lik, log_prior, batch, tensors)
+    _check_additive(log_lik, dataset, params)
+
+
+def _check_connected(log_lik, log_prior, batch, tensors) -> None:
+    def log_post(p):
+        value = log_lik(p, batch)
+        return value if log_prior is None else value + log_prior(p)
+
+    _, grads = _value_and_grads(log_post, tensors)
+    unused = [name for name, g in grads.items() if g is None]
+    if unused:
+        where = "log_lik or log_prior" if log_prior is not None else "log_lik (there is no log_prior)"
+        raise ValueError(
+            f"params {unused} have no gradient path to {where}: they are never used (a misspelt "
+            f"name such as params['thta'], or a parameter left over), or only through operations "
+            f"without a gradient (tf.round, tf.argmax, a cast to integers). The sampler would move "
+            f"them by noise alone. Use every parameter in log_lik or log_prior through "
+            f"differentiable operations, or remove it from params. {_OPT_OUT}"
+        )
+
+
+def _check_additive(log_lik, dataset, params) -> None:
+    gaps = additivity_gaps(log_lik, dataset, params)
+    failed = {name: gap for name, gap in gaps.items() if not gap <= ADDITIVITY_RTOL}
+    if not failed:
+        return
+    parts = [("its value" if name == "" else f"the gradient of {name!r}") + f" by {gap:.2g}" for name, gap in failed.items()]
+    raise ValueError(
+        f"log_lik is not additive over rows: on two disjoint sets A and B of {ADDITIVITY_ROWS} rows, "
+        f"log_lik(A and B together) differs from log_lik(A) + log_lik(B) in {', '.join(parts)} "
+        f"(relative; at most {ADDITIVITY_RTOL:g} is float rounding). The package expects log_lik(params, "
+        f"dataset) to be the SUM of the log-likelihood over the rows it is given, computed from those "
+        f"rows only: it scales a minibatch's value by N/n. Use tf.reduce_sum, not tf.reduce_mean, and "
+        f"read the data from the dataset argument, not from arrays closed over from outside. "
+        f"{_OPT_OUT}"
+    )
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation: MemAvailable of /proc/meminfo, else
+    free pages x page size (``os.sysconf``), else None (unknown)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _size(n_bytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n_bytes < 1024 or unit == "GiB":
+            return f"{n_bytes:.0f} {unit}" if unit == "bytes" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def check_storage(
+    n_kept: int,
+    n_chains: int,
+    shapes: dict[str, tuple],
+    dtype: Any,
+    store_gradients: bool,
+    limit_bytes: int | None = None,
+) -> int:
+    """Bytes needed to store ``n_kept`` draws of ``n_chains`` chains (each parameter of
+    ``shapes``, again for the gradients if ``store_gradients``, and one log-posterior value
+    per draw); raises MemoryError naming the size and the remedies if that exceeds
+    ``limit_bytes`` (default: the memory available now, :func:`available_memory`). Returns
+    the bytes needed. Call it before the CV mode search so a run that cannot be stored fails
+    at once."""
+    itemsize = np.dtype(tf.as_dtype(dtype).as_numpy_dtype).itemsize
+    per_draw = sum(int(np.prod(shape, dtype=np.int64)) for shape in shapes.values())
+    per_draw = per_draw * (2 if store_gradients else 1) + 1
+    needed = int(n_kept) * int(n_chains) * per_draw * itemsize
+    limit = available_memory() if limit_bytes is None else int(limit_bytes)
+    if limit is not None and needed > limit:
+        what = "draws and gradients" if store_gradients else "draws"
+        raise MemoryError(
+            f"storing {n_kept:,} {what} of {n_chains} chain(s) ({per_draw:,} numbers each) needs "
+            f"{_size(needed)}, more than the {_size(limit)} available. Keep fewer: thin the chain "
+            f"(thin=k keeps every k-th draw), run fewer n_iters"
+            + (", do not store the gradients" if store_gradients else "")
+            + ", or use the step-by-step API (sgld_setup + init_sess + sgmcmc_step), which stores "
+            "nothing and lets you keep running summaries."
+        )
+    return needed

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from . import inputs
 from .dynamics import SGD
 from .dynamics.base import Estimate
 from .errors import DivergenceError, NotInitialisedError
@@ -135,7 +136,7 @@ class Sampler:
         self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
-        data = {k: tf.convert_to_tensor(v) for k, v in dataset.items()}
+        data = inputs.as_tensors(dataset)  # shares the user's aligned arrays: no copy
         self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
         if control_variate is None:
             self.estimator = self._plain

@@ -391,18 +391,7 @@ def _interrupt_on_call(monkeypatch, attribute, call_number):
     return calls
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
-def test_ctrl_c_returns_completed_chunks_with_warning(name, small_gauss, monkeypatch):
-    n_iters = 5_000
-    full = _call(name, small_gauss, n_iters=n_iters)["theta"]
-    calls = _interrupt_on_call(monkeypatch, "run_chunk", 3)
-    with pytest.warns(RuntimeWarning, match="interrupted"):
-        out = _call(name, small_gauss, n_iters=n_iters)
-    done = sum(calls[:2])
-    assert len(calls) == 3 and 0 < done < n_iters
-    assert set(out) == {"theta"}
-    assert out["theta"].shape == (done,)
-    np.testing.assert_array_equal(out["theta"], full[:done])
+# Ctrl-C during sampling: tests/test_interruption.py.
 
 
 def test_ctrl_c_during_mode_search_propagates(small_gauss, monkeypatch):
@@ -410,3 +399,22 @@ def test_ctrl_c_during_mode_search_propagates(small_gauss, monkeypatch):
     _interrupt_on_call(monkeypatch, "run_opt_chunk", 2)
     with pytest.raises(KeyboardInterrupt):
         _call("sgldcv", small_gauss, n_iters_opt=5_000)
+
+
+# -- start-up noise -------------------------------------------------------------------------------
+
+
+def test_quiet_tensorflow_startup_sets_level_only_when_unset_and_before_import(monkeypatch):
+    import sys
+
+    from sgmcmc import _quiet
+
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    assert _quiet.quiet_tensorflow_startup() is False  # TensorFlow is loaded here: too late
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    assert _quiet.quiet_tensorflow_startup() is True
+    assert __import__("os").environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # the user's choice wins
+    assert _quiet.quiet_tensorflow_startup() is False
+    assert __import__("os").environ["TF_CPP_MIN_LOG_LEVEL"] == "0"

@@ -6,7 +6,10 @@ Laplace(0, 1) prior, minibatch 500, stepsize 5e-6, opt_stepsize 5e-6, 10^4 optim
 steps, 11,000 iterations of which the first 1,000 are dropped, 10^4 held-out test rows.
 Prints a summary and writes ``out/main_job/sgldcv_logistic_regression.png``.
 
-    python3 tasks.py demo [--iters 11000] [--out out/main_job] [--synthetic]
+    python3 tasks.py demo [--iters 11000] [--out out/main_job] [--synthetic] [--quick]
+
+``--quick`` runs a small version in seconds: 50,000 rows of generated data, 1,100 iterations
+and 1,000 optimisation steps.
 """
 
 from __future__ import annotations
@@ -45,26 +48,37 @@ def test_log_loss(bias: np.ndarray, beta: np.ndarray, X: np.ndarray, y: np.ndarr
     return np.mean(np.logaddexp(0.0, z) - y * z, axis=1)
 
 
-def load(synthetic: bool) -> tuple[np.ndarray, np.ndarray | None, str]:
+QUICK_ROWS = 50_000
+
+
+def load(synthetic: bool, n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray | None, str]:
     """The data, the true coefficients (generated data only) and a description."""
     if not synthetic:
         try:
             return sgmcmc.get_dataset("covertype"), None, "covertype (LIBSVM, scaled)"
         except DatasetUnavailableError as error:
             print(f"{str(error).splitlines()[0]}\n-> using synthetic covertype-shaped data instead (README, 'Datasets')")
-    data, coef = synthetic_covertype(return_coef=True)
+    data, coef = synthetic_covertype(return_coef=True, **({} if n_rows is None else {"n_rows": n_rows}))
     return data, coef, "synthetic covertype-shaped data"
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iters", type=int, default=11_000)
-    parser.add_argument("--iters-opt", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a small version that runs in seconds: {QUICK_ROWS:,} rows of generated data, "
+                        "1,100 iterations, 1,000 optimisation steps")
+    parser.add_argument("--iters", type=int, default=None, help="iterations (default 11,000; 1,100 with --quick)")
+    parser.add_argument("--iters-opt", type=int, default=None,
+                        help="optimisation steps (default 10,000; 1,000 with --quick)")
     parser.add_argument("--out", default="out/main_job")
     parser.add_argument("--synthetic", action="store_true", help="skip the real data")
     args = parser.parse_args(argv)
+    if args.iters is None:
+        args.iters = 1_100 if args.quick else 11_000
+    if args.iters_opt is None:
+        args.iters_opt = 1_000 if args.quick else 10_000
 
-    data, true_coef, source = load(args.synthetic)
+    data, true_coef, source = load(args.synthetic or args.quick, QUICK_ROWS if args.quick else None)
     rng = np.random.default_rng(1)
     rows = rng.permutation(len(data))
     test, train = data[rows[:N_TEST]], data[rows[N_TEST:]]
