@@ -1,4 +1,5 @@
-"""How the package's compiled functions are run: Grappler's memory optimizer is off for them.
+"""How the package's compiled functions are run: Grappler's memory and arithmetic optimizers
+are off for them.
 
 Why: inside the chunk's ``while`` loop, Grappler's arithmetic optimizer turns a chain of adds
 (e.g. θ + (ε/2)g + √ε ξ, or the sum of a user's gradient contributions) into an ``AddN``, and its
@@ -10,6 +11,12 @@ optimizer's cost estimates (it appeared at N = 300,000 rows with a flat prior, n
 user could hit it with any model. Disabling only the memory optimizer, only for our own calls,
 removes the cause; it measured no slower (benchmarks/RESULTS.md) and leaves the user's other
 TensorFlow code untouched.
+
+The arithmetic optimizer is off too because it reassociates chains of adds differently in the
+chunk's loop and in the step function (e.g. θ + (ε/2)g + √ε ξ as ``AddN``), so the two APIs
+rounded differently in float64 (7.8e-14 relative after 150 steps), breaking SPEC §4's
+bit-for-bit guarantee (tests/test_graph_rewrite_crash.py::test_step_api_and_float64). Its cost
+is measured in benchmarks/graph_options_variants.py.
 
 TensorFlow has no public per-function switch for this, so :func:`package_call_options` swaps the
 thread's function-call options (``tensorflow.python.eager.context``) for the duration of a call.
@@ -34,13 +41,15 @@ def _options() -> context.FunctionCallOptions:
         config = config_pb2.ConfigProto()
         config.ParseFromString(key)
         config.graph_options.rewrite_options.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+        config.graph_options.rewrite_options.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
         _OPTIONS[key] = context.FunctionCallOptions(executor_type=base.executor_type, config_proto=config)
     return _OPTIONS[key]
 
 
 @contextlib.contextmanager
 def package_call_options() -> Iterator[None]:
-    """Run the enclosed calls of compiled functions with Grappler's memory optimizer off."""
+    """Run the enclosed calls of compiled functions with Grappler's memory and arithmetic
+    optimizers off."""
     ctx = context.context()
     previous = ctx.function_call_options
     ctx.function_call_options = _options()

@@ -141,6 +141,12 @@ def sample_chain(
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sample_chain needs a sampler made by a *_setup function, got {type(sampler).__name__}")
     n_iters, keep = _keep(n_iters, burn_in, thin)
+    # Before the mode search and before any iteration: refuse a run whose samples cannot be kept.
+    it0 = sampler.iteration if sampler.initialised else 0
+    inputs.check_storage(
+        keep.count_until(it0 + n_iters) - keep.count_until(it0), sampler.n_chains, sampler.shapes,
+        sampler.dtype, bool(store_gradients),
+    )
     if not sampler.initialised:
         if keep.count_until(n_iters) == 0:
             raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")

@@ -4,7 +4,8 @@ The issue's model (logistic regression, flat prior, N = 300,000) failed with
 ``AlreadyExistsError: … AddOpsRewrite_add_1/tmp_var …`` on the second compiled call
 (sgmcmc/graph_options.py explains the cause). Each run below spans several chunks and, for the
 step API, many calls of the same concrete function. With ``package_call_options`` made a no-op,
-``test_issue_model`` fails with that error (checked when the fix was made).
+the thinned runs (thin=3: a loop nested in the chunk's loop) fail with that error for sgld,
+sghmc and at N = 10^6 too (checked when the fix was made); the loop of thin=1 happened not to.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ def model32():
     return _model(tf.float32)
 
 
-def test_issue_model(model32):
+@pytest.mark.parametrize("thin", [1, 3])
+def test_issue_model(model32, thin):
+    """thin=3 nests a loop in the chunk's loop: with the memory optimizer on it crashed."""
     log_lik, data, params = model32
-    out = sgmcmc.sgld(log_lik, data, params, 1e-7, minibatch_size=500, n_iters=2000, verbose=False, seed=1)
-    assert out["b"].shape == (2000, 54) and np.isfinite(out["b"]).all()
+    out = sgmcmc.sgld(log_lik, data, params, 1e-7, minibatch_size=500, n_iters=3000, verbose=False, seed=1, thin=thin)
+    assert out["b"].shape == (3000 // thin, 54) and np.isfinite(out["b"]).all()
     # The posterior under y ~ Bernoulli(1/2) independent of X concentrates near a small b.
     assert np.abs(out["b"][-500:].mean(axis=0)).max() < 0.5
 
@@ -54,7 +57,7 @@ def test_issue_model(model32):
 )
 def test_other_samplers(model32, method, args):
     log_lik, data, params = model32
-    out = getattr(sgmcmc, method)(log_lik, data, params, minibatch_size=500, n_iters=700, verbose=False, seed=1, **args)
+    out = getattr(sgmcmc, method)(log_lik, data, params, minibatch_size=500, n_iters=900, verbose=False, seed=1, thin=3, **args)
     assert np.isfinite(out["b"]).all()
 
 
