@@ -28,6 +28,7 @@ from .samplers import (
     sgnhtcv,
     sgnhtcv_setup,
 )
+from .samplers import hamcmc, hamcmc_setup, psgld, psgld_setup  # preconditioned (samplers2)
 from .samples import Samples
 from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 
@@ -47,6 +48,10 @@ __all__ = [
     "summary",
     "to_inference_data",
     "zv",
+    "hamcmc",  # preconditioned (samplers2)
+    "hamcmc_setup",
+    "psgld",
+    "psgld_setup",
     "get_log_posterior",
     "get_params",
     "init_sess",

@@ -191,6 +191,9 @@ class Sampler:
         def estimate(p):
             return self.estimator(p, self.rng, t)
 
+        # Dynamics that need two points on one minibatch (HAMCMC) call estimate.on_one_batch().
+        estimate.on_one_batch = lambda: self.estimator.on_one_batch(self.rng, t)
+
         new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
         return (new_params, new_aux), est
 

@@ -293,3 +293,86 @@ def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=Non
 def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnhtcv", locals())
+
+
+# == preconditioned samplers: psgld, hamcmc (issue 9; branch samplers2) ====================
+from .dynamics import HAMCMC, PSGLD  # noqa: E402
+
+
+def _nonnegative(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+        raise ValueError(f"{what} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _psgld(args, names):
+    beta = args["beta"]
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:
+        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+    return PSGLD(inputs.per_parameter(args["stepsize"], names, "stepsize"), float(beta), inputs.check_positive(args["lam"], "lam"))
+
+
+def _hamcmc(args, names):
+    memory = inputs.check_count(args["memory"], "memory")
+    if memory < 2:
+        raise ValueError(f"memory must be >= 2 for hamcmc (Şimşekli et al. 2016 §3.2), got {memory}")
+    warm = args["warmup_stepsize"]
+    warm = None if warm is None else inputs.per_parameter(warm, names, "warmup_stepsize")
+    return HAMCMC(
+        inputs.per_parameter(args["stepsize"], names, "stepsize"), memory, _nonnegative(args["damping"], "damping"), warm
+    )
+
+
+METHODS["psgld"] = Method(_psgld, hyperparameters=("stepsize", "beta", "lam"))
+METHODS["hamcmc"] = Method(_hamcmc, hyperparameters=("stepsize", "memory", "damping", "warmup_stepsize"))
+
+_PSGLD_DOC = r"""preconditioned SGLD (Li et al. 2016, Algorithm 1; SPEC §8). Per element, with
+    g the full-scale gradient estimate (prior + N/n · minibatch sum, SPEC §3):
+    :math:`V \leftarrow \beta V + (1-\beta) g\odot g`, :math:`G = 1/(\lambda + \sqrt V)`,
+    :math:`\theta \leftarrow \theta + \frac{\epsilon}{2} G g + N(0, \epsilon G)`; V starts at 0
+    and is updated before it is used. Deviations: Li et al. build V from the mean per-row
+    gradient g/N, which only rescales ε and λ (their (ε, λ) are our (εN, λN)); the correction
+    term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
+    ε → 0. ``beta`` in [0, 1), ``lam`` > 0. Other arguments as :func:`sgld_setup`."""
+
+_HAMCMC_DOC = r"""Hessian-approximated MCMC (Şimşekli et al. 2016, Eq. 10, Algorithm 1; SPEC §8),
+    on all parameters flattened into one vector per chain. With M = ``memory`` >= 2:
+    :math:`\theta_t = \theta_{t-M} + \frac{\epsilon}{2} H_t g_{\Omega_t}(\theta_{t-M}) + \sqrt\epsilon S_t z`,
+    :math:`H_t = S_t S_t^\top` the L-BFGS inverse Hessian (two-loop recursion) from all M − 1
+    pairs :math:`s_\tau = \theta_\tau - \theta_{\tau-M}`,
+    :math:`y_\tau = g_{\Omega_\tau}(\theta_{\tau-M}) - g_{\Omega_\tau}(\theta_\tau) + \lambda s_\tau`
+    (τ = t−M+1..t−1, both gradients on the same minibatch: 2 gradient evaluations per
+    iteration), so H_t never involves θ_{t−M} and Γ = 0 (Eq. 9); initial scale γ = sᵀy/yᵀy of
+    the newest pair; λ = ``damping`` (§3.2: L-BFGS then approximates (∇²U + λI)⁻¹); S_t z by
+    the square-root recursion of Eq. 11 with the seeds' erratum (q = √(sᵀy/sᵀBs)·Bs + y).
+    The first 2M iterations are SGLD steps θ_t = θ_{t−M} + ε/2 g + N(0, ε) (θ_{t−M} = θ₀ for
+    t ≤ M) providing Algorithm 1's θ₀..θ_2M, at ``warmup_stepsize`` (default ``stepsize``; not in
+    the paper): HAMCMC's ε is on the standardised scale (ε/2·HA ≈ ε/2·I for a Gaussian of
+    precision A, ε ≈ 0.1–1), whereas SGLD needs ε < 2/λ_max(A). Deviations: Eq. 6's indexing (which drops one
+    pair) is not followed; a pair with sᵀy ≤ 1e-8‖s‖‖y‖ is skipped to keep H positive definite
+    (not in the paper); a stepsize dict gives the preconditioner E^½HE^½ (E the per-coordinate
+    stepsizes); the estimate stored with a kept sample is the one the next iteration's
+    predecessor made at it on its own minibatch. Other arguments as :func:`sgld_setup`."""
+
+
+def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+    return _build("psgld", locals())
+
+
+def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+    return _build("hamcmc", locals())
+
+
+def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    return _run("psgld", locals())
+
+
+def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+    return _run("hamcmc", locals())
+
+
+psgld_setup.__doc__ = "Set up " + _PSGLD_DOC + "\n" + _SETUP_PARAMETERS
+hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS
+psgld.__doc__ = "Run " + _PSGLD_DOC + "\n    Arguments as :func:`psgld_setup`.\n" + _CHAIN_OPTIONS
+hamcmc.__doc__ = "Run " + _HAMCMC_DOC + "\n    Arguments as :func:`hamcmc_setup`.\n" + _CHAIN_OPTIONS
+# == end preconditioned samplers ==========================================================

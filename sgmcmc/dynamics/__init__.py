@@ -4,9 +4,11 @@ See :mod:`sgmcmc.dynamics.base` for the kernel protocol every dynamics follows.
 """
 
 from .base import Estimate, Kernel, stepsize_at
+from .hamcmc import HAMCMC
+from .psgld import PSGLD
 from .sgd import SGD
 from .sghmc import SGHMC
 from .sgld import SGLD
 from .sgnht import SGNHT
 
-__all__ = ["Estimate", "Kernel", "SGD", "SGHMC", "SGLD", "SGNHT", "stepsize_at"]
+__all__ = ["Estimate", "HAMCMC", "Kernel", "PSGLD", "SGD", "SGHMC", "SGLD", "SGNHT", "stepsize_at"]

@@ -35,3 +35,21 @@ class ControlVariateGradient:
             for name in at_params.grads
         }
         return Estimate(at_params.log_post, grads)
+
+    def on_one_batch(self, rng, t=None):
+        """As :meth:`MinibatchGradient.on_one_batch`: one minibatch per chain (and one anchor
+        evaluation on it) shared by every evaluation of the returned ``params -> Estimate``."""
+        batch = self.plain.sample_minibatch(rng)
+        k = self.plain.n_chains
+        anchor = {name: tf.repeat(v[None], k, axis=0) for name, v in self.anchor.items()}
+        at_anchor = self.plain.value_and_grad(anchor, batch, self.plain.scale)
+
+        def evaluate(params: Params) -> Estimate:
+            at_params = self.plain.value_and_grad(params, batch, self.plain.scale)
+            grads = {
+                name: self.anchor_grad[name][None] + at_params.grads[name] - at_anchor.grads[name]
+                for name in at_params.grads
+            }
+            return Estimate(at_params.log_post, grads)
+
+        return evaluate

@@ -87,6 +87,12 @@ class MinibatchGradient:
     def __call__(self, params: Params, rng, t=None) -> Estimate:
         return self.value_and_grad(params, self.sample_minibatch(rng), self.scale)
 
+    def on_one_batch(self, rng, t=None) -> Callable[[Params], Estimate]:
+        """Draw one minibatch per chain and return an evaluator ``params -> Estimate`` on it, for
+        dynamics that need estimates at two points on the same minibatch (HAMCMC's pairs)."""
+        batch = self.sample_minibatch(rng)
+        return lambda params: self.value_and_grad(params, batch, self.scale)
+
     def full_data_gradient(self, params: Params) -> Params:
         r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, summed in batches of
         :data:`FULL_GRADIENT_BATCH_ROWS` rows so memory stays bounded (one compiled call each)."""

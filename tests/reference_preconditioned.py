@@ -1,0 +1,65 @@
+"""Independent numpy versions of pSGLD and HAMCMC on a Gaussian target N(mu, A⁻¹) with exact
+gradients g(θ) = A(mu − θ), for calibrating tests/test_preconditioned.py.
+
+Written from the papers, not from sgmcmc's code: pSGLD per Li et al. (2016) in SPEC §3's
+convention; HAMCMC builds H_t as a dense matrix by the BFGS recursion of Şimşekli et al. Eq. 6
+over all M − 1 pairs (seeds' errata) and draws its noise through a Cholesky factor of H_t (not
+the two-loop / Eq. 11 product form the library uses).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def psgld_chain(A, mu, start, eps, n_iters, seed, beta=0.99, lam=1e-5):
+    """``[n_iters, D]`` samples of pSGLD with exact gradients."""
+    rng = np.random.default_rng(seed)
+    theta = np.array(start, float)
+    v = np.zeros_like(theta)
+    out = np.empty((n_iters, len(theta)))
+    for i in range(n_iters):
+        g = A @ (mu - theta)
+        v = beta * v + (1 - beta) * g * g
+        G = 1.0 / (lam + np.sqrt(v))
+        theta = theta + 0.5 * eps * G * g + np.sqrt(eps * G) * rng.normal(size=theta.shape)
+        out[i] = theta
+    return out
+
+
+def bfgs_inverse_hessian(pairs, dim):
+    """Dense H from pairs (s, y), oldest first, H⁰ = γI with γ = sᵀy/yᵀy of the newest pair."""
+    if not pairs:
+        return np.eye(dim)
+    s, y = pairs[-1]
+    H = (s @ y) / (y @ y) * np.eye(dim)
+    for s, y in pairs:
+        rho = 1.0 / (s @ y)
+        V = np.eye(dim) - rho * np.outer(y, s)
+        H = V.T @ H @ V + rho * np.outer(s, s)
+    return H
+
+
+def hamcmc_chain(A, mu, start, eps, n_iters, seed, memory=5, warmup_eps=None, damping=0.0):
+    """``[n_iters, D]`` samples of HAMCMC (Eq. 10; ε/2 convention) with exact gradients."""
+    rng = np.random.default_rng(seed)
+    M, D = memory, len(start)
+    warmup_eps = eps if warmup_eps is None else warmup_eps
+    history = [np.array(start, float)] * M  # θ_{t−M}, …, θ_{t−1}
+    pairs = []  # (s_τ, y_τ), τ = t−M+1 … t−1
+    out = np.empty((n_iters, D))
+    for t in range(1, n_iters + 1):
+        base = history[0]
+        g = A @ (mu - base)
+        z = rng.normal(size=D)
+        if t <= 2 * M:
+            new = base + 0.5 * warmup_eps * g + np.sqrt(warmup_eps) * z
+        else:
+            H = bfgs_inverse_hessian(pairs, D)
+            new = base + 0.5 * eps * H @ g + np.sqrt(eps) * np.linalg.cholesky(H) @ z
+        s = new - base
+        y = g - A @ (mu - new) + damping * s
+        pairs = (pairs + [(s, y)])[-(M - 1):]
+        history = history[1:] + [new]
+        out[t - 1] = new
+    return out
