@@ -14,6 +14,10 @@ from .datasets import get_dataset
 from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError
 from .sampler import Sampler
 from .samplers import (
+    hamcmc,
+    hamcmc_setup,
+    psgld,
+    psgld_setup,
     sample_chain,
     sghmc,
     sghmc_setup,
@@ -28,7 +32,6 @@ from .samplers import (
     sgnhtcv,
     sgnhtcv_setup,
 )
-from .samplers import hamcmc, hamcmc_setup, psgld, psgld_setup  # preconditioned (samplers2)
 from .samples import Samples
 from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 
@@ -44,16 +47,16 @@ __all__ = [
     "get_dataset",
     "ksd",
     "plot_trace",
+    "psgld",
+    "psgld_setup",
     "stein_thin",
     "summary",
     "to_inference_data",
     "zv",
-    "hamcmc",  # preconditioned (samplers2)
-    "hamcmc_setup",
-    "psgld",
-    "psgld_setup",
     "get_log_posterior",
     "get_params",
+    "hamcmc",
+    "hamcmc_setup",
     "init_sess",
     "sample_chain",
     "sghmc",

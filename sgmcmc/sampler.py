@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from . import inputs
 from .dynamics import SGD
-from .dynamics.base import Estimate
+from .dynamics.base import BoundEstimator, Estimate
 from .errors import DivergenceError, NotInitialisedError
 from .estimators import ControlVariateGradient, MinibatchGradient
 from .graph_options import package_call_options
@@ -188,12 +188,7 @@ class Sampler:
         estimate made at the state it started from."""
         params, aux = state
 
-        def estimate(p):
-            return self.estimator(p, self.rng, t)
-
-        # Dynamics that need two points on one minibatch (HAMCMC) call estimate.on_one_batch().
-        estimate.on_one_batch = lambda: self.estimator.on_one_batch(self.rng, t)
-
+        estimate = BoundEstimator(self.estimator, self.rng, t)
         new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
         return (new_params, new_aux), est
 
@@ -361,7 +356,7 @@ class Sampler:
                 done = tf.constant(0, tf.int64)
                 for i in tf.range(n):
                     new, _, est = kernel.one_step(
-                        params, {}, lambda p: self._plain_one_chain(p, self.rng, i + 1), self.rng, i + 1
+                        params, {}, BoundEstimator(self._plain_one_chain, self.rng, i + 1), self.rng, i + 1
                     )
                     if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
                         diverged_at = i + 1

@@ -31,7 +31,22 @@ class Estimate(NamedTuple):
     grads: Params
 
 
-Estimator = Callable[[Params], Estimate]
+class BoundEstimator:
+    """What a kernel's ``estimate`` is: the sampler's estimator bound to its random draws and the
+    iteration. ``estimate(params)`` draws a fresh minibatch per chain; ``estimate.on_one_batch()``
+    draws one and returns ``params -> Estimate`` evaluating any point on it (HAMCMC's pairs)."""
+
+    def __init__(self, estimator, rng, t):
+        self.estimator, self.rng, self.t = estimator, rng, t
+
+    def __call__(self, params: Params) -> Estimate:
+        return self.estimator(params, self.rng, self.t)
+
+    def on_one_batch(self) -> Callable[[Params], Estimate]:
+        return self.estimator.on_one_batch(self.rng, self.t)
+
+
+Estimator = BoundEstimator
 
 
 class Kernel(Protocol):

@@ -25,20 +25,11 @@ class ControlVariateGradient:
         self.anchor_grad = anchor_grad
 
     def __call__(self, params: Params, rng, t=None) -> Estimate:
-        batch = self.plain.sample_minibatch(rng)
-        at_params = self.plain.value_and_grad(params, batch, self.plain.scale)
-        k = self.plain.n_chains
-        anchor = {name: tf.repeat(v[None], k, axis=0) for name, v in self.anchor.items()}
-        at_anchor = self.plain.value_and_grad(anchor, batch, self.plain.scale)
-        grads = {
-            name: self.anchor_grad[name][None] + at_params.grads[name] - at_anchor.grads[name]
-            for name in at_params.grads
-        }
-        return Estimate(at_params.log_post, grads)
+        return self.on_one_batch(rng, t)(params)
 
     def on_one_batch(self, rng, t=None):
-        """As :meth:`MinibatchGradient.on_one_batch`: one minibatch per chain (and one anchor
-        evaluation on it) shared by every evaluation of the returned ``params -> Estimate``."""
+        """One minibatch per chain (and one anchor evaluation on it) shared by every evaluation
+        of the returned ``params -> Estimate`` (see :meth:`MinibatchGradient.on_one_batch`)."""
         batch = self.plain.sample_minibatch(rng)
         k = self.plain.n_chains
         anchor = {name: tf.repeat(v[None], k, axis=0) for name, v in self.anchor.items()}

@@ -85,7 +85,7 @@ class MinibatchGradient:
         return Estimate(value, grads)
 
     def __call__(self, params: Params, rng, t=None) -> Estimate:
-        return self.value_and_grad(params, self.sample_minibatch(rng), self.scale)
+        return self.on_one_batch(rng, t)(params)
 
     def on_one_batch(self, rng, t=None) -> Callable[[Params], Estimate]:
         """Draw one minibatch per chain and return an evaluator ``params -> Estimate`` on it, for
