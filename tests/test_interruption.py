@@ -165,3 +165,13 @@ def test_seeds_give_unrelated_streams(make_gaussian_1d):
                     continue
                 x, y = noise[a][shift:], noise[b][: len(noise[b]) - shift]
                 assert abs(np.corrcoef(x, y)[0, 1]) < 0.4, (a, b, shift)
+
+
+def test_storage_that_cannot_fit_is_refused_before_the_mode_search(small_gauss, monkeypatch):
+    def no_mode_search(self, n):
+        raise AssertionError("the mode search ran before the storage check")
+
+    monkeypatch.setattr(sgmcmc.sampler.Sampler, "run_opt_chunk", no_mode_search)
+    with pytest.raises(MemoryError, match="thin"):
+        sgmcmc.sgldcv(small_gauss.log_lik, small_gauss.dataset, small_gauss.params, 1e-4, opt_stepsize=1e-5,
+                      log_prior=small_gauss.log_prior, minibatch_size=100, n_iters=10**13, verbose=False, seed=1)
