@@ -447,6 +447,46 @@ class Sampler:
             for k, v in self.params.items():
                 v.assign(self._user_layout(k, [mode] * self.n_chains))
 
+    # -- checkpoints (SPEC §10) -------------------------------------------------------------
+    def _checkpoint(self) -> tf.train.Checkpoint:
+        """Everything the chain's future depends on: parameters, the kernel's auxiliary state
+        (momenta, thermostats, preconditioners), both random generators, the iteration counter,
+        the last log-posterior estimate and, for CV samplers, the mode, anchor and its gradient."""
+        if self._aux is None:
+            self.init_aux()  # creates the variables a restore fills
+        parts = dict(
+            params=self.params,
+            aux=tf.nest.flatten(self._aux),
+            generator=self.generator,
+            storage_generator=self._storage_generator,
+            iteration=self._iteration,
+            log_posterior=self._last_log_post,
+        )
+        if self.control_variate is not None:
+            parts.update(mode=self._mode, anchor=self._anchor, anchor_grad=self._anchor_grad)
+        return tf.train.Checkpoint(**parts)
+
+    def save(self, directory: str) -> str:
+        """Write the whole state to ``directory`` (``tf.train.Checkpoint``); returns the path
+        prefix. A later :meth:`restore` (in this or another process, on a sampler made by the same
+        ``*_setup`` call) continues the chain exactly where it was."""
+        self._require_initialised()
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        return self._checkpoint().write(os.path.join(directory, "sampler"))
+
+    def restore(self, directory_or_prefix: str) -> None:
+        """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
+        sampler is then initialised at that state (no mode search, no reset)."""
+        import os
+
+        prefix = directory_or_prefix
+        if os.path.isdir(prefix):
+            prefix = os.path.join(prefix, "sampler")
+        self._checkpoint().read(prefix).assert_existing_objects_matched()
+        self.initialised = True
+
     def get_params(self) -> dict[str, np.ndarray]:
         self._require_initialised()
         return {k: np.array(v.numpy()) for k, v in self.params.items()}
