@@ -188,16 +188,6 @@ SPARSE_SETTINGS = {
 }
 
 
-def test_sparse_gradient_is_indexed_slices(sparse_model):
-    """The gather model really exercises the sparse (IndexedSlices) gradient path."""
-    u = tf.constant(sparse_model["params"]["u"], tf.float32)
-    batch = {k: tf.constant(v[:50]) for k, v in sparse_model["dataset"].items()}
-    with tf.GradientTape() as tape:
-        tape.watch(u)
-        value = sparse_model["log_lik_gather"]({"u": u}, batch)
-    assert isinstance(tape.gradient(value, u), tf.IndexedSlices)
-
-
 def test_integer_group_labels_stay_integers(sparse_model):
     seen = {}
 

@@ -28,21 +28,39 @@ def _opt(name):
     return dict(n_iters_opt=N_STEPS) if name.endswith("cv") else {}
 
 
-@pytest.mark.parametrize("name", SAMPLERS)
+#: The step and the whole chain trace the same ``Sampler._step``, but they are different graphs:
+#: Grappler's arithmetic optimizer (left on by graph_options.package_call_options, which turns off
+#: only the memory optimizer) rewrites the update's additions differently inside the chunk's
+#: while loop than in the one-step function, so the chains part by an ulp within a few steps
+#: (sgld: first at step 3, 156 of 200 steps differ by up to 4e-8). With
+#: ``tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})`` all six
+#: samplers agree bit for bit over 200 steps. sghmc and sghmccv already agree; sgld, sgnht, sgldcv,
+#: sgnhtcv do not. A package bug (issue 12): the assertion stays exact, strict xfails mark it.
+NOT_BIT_IDENTICAL = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="package bug: Grappler's arithmetic optimizer rewrites the step and the chunk differently",
+)
+
+
+def _known_bug(*names):
+    return [pytest.param(n, marks=NOT_BIT_IDENTICAL) if n in names else n for n in SAMPLERS]
+
+
+@pytest.mark.parametrize("name", _known_bug("sgld", "sgnht", "sgldcv", "sgnhtcv"))
 def test_loop_reproduces_whole_chain(name, small_gauss, run, setup):
     whole = run(name, small_gauss, n_iters=N_STEPS, seed=21, **_opt(name))["theta"]
     sampler = setup(name, small_gauss, seed=21, **_opt(name))
     sess = sgmcmc.init_sess(sampler, verbose=False)
     looped = _steps(sampler, sess, N_STEPS)
-    np.testing.assert_allclose(looped, whole, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(looped, whole)
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
+@pytest.mark.parametrize("name", [pytest.param("sgld", marks=NOT_BIT_IDENTICAL), "sghmccv"])
 def test_loop_reproduces_whole_chain_3d(name, gauss3d, run, setup):
     whole = run(name, gauss3d, n_iters=50, seed=22, **_opt(name))["theta"]
     sampler = setup(name, gauss3d, seed=22, **_opt(name))
     sess = sgmcmc.init_sess(sampler, verbose=False)
-    np.testing.assert_allclose(_steps(sampler, sess, 50), whole, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(_steps(sampler, sess, 50), whole)
 
 
 def test_get_params_returns_numpy_of_param_shapes():
