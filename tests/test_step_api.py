@@ -28,25 +28,12 @@ def _opt(name):
     return dict(n_iters_opt=N_STEPS) if name.endswith("cv") else {}
 
 
-#: The step and the whole chain trace the same ``Sampler._step``, but they are different graphs:
-#: Grappler's arithmetic optimizer (left on by graph_options.package_call_options, which turns off
-#: only the memory optimizer) rewrites the update's additions differently inside the chunk's
-#: while loop than in the one-step function, so the chains part by an ulp within a few steps
-#: (sgld: first at step 3, 156 of 200 steps differ by up to 4e-8). With
-#: ``tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})`` all six
-#: samplers agree bit for bit over 200 steps. sghmc and sghmccv already agree; sgld, sgnht, sgldcv,
-#: sgnhtcv do not. A package bug (issue 12): the assertion stays exact, strict xfails mark it.
-NOT_BIT_IDENTICAL = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="package bug: Grappler's arithmetic optimizer rewrites the step and the chunk differently",
-)
-
-
-def _known_bug(*names):
-    return [pytest.param(n, marks=NOT_BIT_IDENTICAL) if n in names else n for n in SAMPLERS]
-
-
-@pytest.mark.parametrize("name", _known_bug("sgld", "sgnht", "sgldcv", "sgnhtcv"))
+#: The step and the whole chain trace the same ``Sampler._step`` into different graphs. With
+#: Grappler's arithmetic optimizer on they parted by an ulp within a few steps (it rewrote the
+#: update's additions differently in the two graphs: sgld first at step 3, 156 of 200 steps off
+#: by up to 4e-8); graph_options.package_call_options now turns it off, and these tests assert
+#: bit-equality for all six samplers (with the optimizer on, sgld, sgnht, sgldcv, sgnhtcv fail).
+@pytest.mark.parametrize("name", SAMPLERS)
 def test_loop_reproduces_whole_chain(name, small_gauss, run, setup):
     whole = run(name, small_gauss, n_iters=N_STEPS, seed=21, **_opt(name))["theta"]
     sampler = setup(name, small_gauss, seed=21, **_opt(name))
@@ -55,7 +42,7 @@ def test_loop_reproduces_whole_chain(name, small_gauss, run, setup):
     np.testing.assert_array_equal(looped, whole)
 
 
-@pytest.mark.parametrize("name", [pytest.param("sgld", marks=NOT_BIT_IDENTICAL), "sghmccv"])
+@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
 def test_loop_reproduces_whole_chain_3d(name, gauss3d, run, setup):
     whole = run(name, gauss3d, n_iters=50, seed=22, **_opt(name))["theta"]
     sampler = setup(name, gauss3d, seed=22, **_opt(name))
