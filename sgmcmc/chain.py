@@ -61,11 +61,12 @@ def _deferred_interrupt() -> Iterator[_InterruptFlag]:
 class _Storage:
     """Preallocated arrays for one run's kept samples, in ``(K, n_kept, …)`` layout."""
 
-    def __init__(self, sampler: Sampler, keep: Keep, n_iters: int, store_gradients: bool):
+    def __init__(self, sampler: Sampler, keep: Keep, n_iters: int, store_gradients: bool, run_start: int):
         self.sampler, self.keep = sampler, keep
         k, dtype = sampler.n_chains, np.dtype(sampler.dtype.as_numpy_dtype)
-        self.first = keep.count_until(sampler.iteration)
-        self.n_kept = keep.count_until(sampler.iteration + n_iters) - self.first
+        self.first = keep.count_until(run_start)
+        self.n_kept = keep.count_until(run_start + n_iters) - self.first
+        self.saved_draws = self.saved_estimates = 0  # what checkpoint shards already hold
         self.draws = {name: np.empty((k, self.n_kept, *shape), dtype) for name, shape in sampler.shapes.items()}
         self.log_posterior = np.full((k, self.n_kept), np.nan, dtype)
         self.gradients = (
@@ -95,9 +96,40 @@ class _Storage:
             for name, values in chunk.grads.items():
                 self.gradients[name][:, where[ok]] = np.swapaxes(values[ok], 0, 1)
 
+    def preload(self, draws, log_posterior, gradients, n_draws: int, n_estimates: int) -> None:
+        """The samples of a resumed run's checkpoint shards."""
+        for name, values in draws.items():
+            self.draws[name][:, :n_draws] = values
+        if log_posterior is not None:
+            self.log_posterior[:, :n_estimates] = log_posterior
+        if self.gradients is not None and gradients is not None:
+            for name, values in gradients.items():
+                self.gradients[name][:, :n_estimates] = values
+        self.saved_draws, self.saved_estimates = n_draws, n_estimates
+
+    def counts(self) -> tuple[int, int]:
+        """Kept draws so far, and how many of them have their estimate (made by the iteration
+        after the draw, or by :meth:`finish`)."""
+        t = self.sampler.iteration
+        n_draws = self.keep.count_until(t) - self.first
+        n_estimates = max(0, self.keep.count_until(t - 1) - self.first)
+        return n_draws, n_estimates
+
+    def new_shard(self, n_draws: int, n_estimates: int) -> dict[str, np.ndarray]:
+        """What checkpoint shards do not hold yet."""
+        a, e = self.saved_draws, self.saved_estimates
+        shard = {f"draws/{name}": v[:, a:n_draws] for name, v in self.draws.items()}
+        shard["log_posterior"] = self.log_posterior[:, e:n_estimates]
+        if self.gradients is not None:
+            shard.update({f"grads/{name}": v[:, e:n_estimates] for name, v in self.gradients.items()})
+        self.saved_draws, self.saved_estimates = n_draws, n_estimates
+        return shard
+
     def finish(self) -> None:
         """The estimate at the last kept sample, when no iteration after it has run."""
         t = self.sampler.iteration
+        if self.saved_estimates >= self.n_kept:
+            return  # a finished run read back from its checkpoint directory
         if self.n_kept and self.keep.count_until(t) > self.keep.count_until(t - 1):
             est = self.sampler.estimate_for_storage()
             self.log_posterior[:, -1] = est.log_post
@@ -132,8 +164,17 @@ def run_chain(
     store_gradients: bool = False,
     verbose: bool = True,
     settings: dict | None = None,
+    run_start: int | None = None,
+    preloaded: tuple | None = None,
+    checkpoint=None,
+    checkpoint_every: int | None = None,
 ) -> Samples:
     """Run ``n_iters`` more iterations of ``sampler`` in compiled chunks and return the kept ones.
+
+    ``run_start`` (default: the sampler's iteration now) is where the run began: a run resumed
+    from a checkpoint began before the sampler's current iteration, and ``preloaded`` holds what
+    its shards kept (``CheckpointDirectory.load_arrays``). ``checkpoint(storage,
+    finished)``, if given, is called every ``checkpoint_every`` iterations and at the end.
 
     Raises
     ------
@@ -146,15 +187,27 @@ def run_chain(
         On Ctrl-C, after the running chunk, carrying every kept sample.
     """
     settings = dict(settings or {}, burn_in=keep.burn_in, thin=keep.thin, n_iters=n_iters)
-    storage = _Storage(sampler, keep, n_iters, store_gradients)
+    run_start = sampler.iteration if run_start is None else run_start
+    storage = _Storage(sampler, keep, n_iters, store_gradients, run_start)
+    if preloaded is not None:
+        storage.preload(*preloaded)
+    return _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every)
+
+
+def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every):
+    """The chunk loop of :func:`run_chain`, from the sampler's current iteration to the run's end."""
     bytes_per_iter = max(1, sum(int(np.prod(s)) for s in sampler.shapes.values()) * sampler.n_chains * sampler.dtype.size)
     if store_gradients:
         bytes_per_iter *= 2
     max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // bytes_per_iter)))
     target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
-    chunk_len, done, first = min(FIRST_CHUNK, max_chunk), 0, True
+    if checkpoint_every:
+        max_chunk = max(1, min(max_chunk, checkpoint_every))
+    chunk_len, first = min(FIRST_CHUNK, max_chunk), True
+    done = sampler.iteration - run_start
+    last_checkpoint = sampler.iteration
     desc = sampler.method
-    bar = tqdm(total=n_iters, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    bar = tqdm(total=n_iters, initial=done, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
     try:
         with _deferred_interrupt() as interrupt:
             while done < n_iters:
@@ -217,6 +270,9 @@ def run_chain(
                         iteration=sampler.iteration,
                         samples=storage.samples(settings),
                     )
+                if checkpoint is not None and done < n_iters and sampler.iteration - last_checkpoint >= checkpoint_every:
+                    checkpoint(storage, False)
+                    last_checkpoint = sampler.iteration
                 # The first call includes tracing and compilation, so its time says nothing.
                 growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
                 chunk_len = int(min(max_chunk, max(1, n * growth)))
@@ -224,6 +280,8 @@ def run_chain(
     finally:
         bar.close()
     storage.finish()
+    if checkpoint is not None:
+        checkpoint(storage, True)
     return storage.samples(settings)
 
 

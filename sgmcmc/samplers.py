@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from . import inputs
 from .chain import run_chain
+from .checkpoints import CheckpointDirectory, fingerprint
 from .dynamics import SGHMC, SGLD, SGNHT
 from .sampler import ControlVariateSettings, Keep, Sampler
 from .samples import Samples
@@ -161,9 +162,47 @@ def _run(method: str, args: dict[str, Any]) -> Samples:
             f"burn_in={keep.burn_in} is not less than n_iters={n_iters}: no iteration would be kept; "
             f"give burn_in < n_iters"
         )
+    if args.get("checkpoint_dir") is None:
+        sampler = _build(method, args)
+        return sample_chain(
+            sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin, store_gradients=args["store_gradients"]
+        )
+    return _run_with_checkpoints(method, args, n_iters, keep)
+
+
+def _run_with_checkpoints(method: str, args: dict[str, Any], n_iters: int, keep: Keep) -> Samples:
+    """A whole-chain run that saves its state and kept samples every ``checkpoint_every``
+    iterations to ``checkpoint_dir`` and, called again with the same arguments, resumes from the
+    last checkpoint (a finished run's directory returns its result at once). See
+    :mod:`sgmcmc.checkpoints`."""
+    every = inputs.check_count(args["checkpoint_every"], "checkpoint_every")
+    store = CheckpointDirectory(args["checkpoint_dir"])
+    given_seed = args["seed"]
+    if given_seed is None and store.manifest is not None:
+        args = dict(args, seed=store.manifest["seed"])  # a seed=None run resumes with the seed it drew
     sampler = _build(method, args)
-    return sample_chain(
-        sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin, store_gradients=args["store_gradients"]
+    store_gradients = bool(args["store_gradients"])
+    options = dict(n_iters=n_iters, burn_in=keep.burn_in, thin=keep.thin, store_gradients=store_gradients, seed=given_seed)
+    print_ = fingerprint(method, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options)
+    store.check(print_)
+    inputs.check_storage(keep.count_until(n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, store_gradients)
+    preloaded = None
+    if store.manifest is not None:
+        sampler.restore(store.state_prefix)
+        preloaded = store.load_arrays()
+    else:
+        init_sess(sampler, args["verbose"])
+    finished = store.manifest is not None and store.manifest["finished"]
+
+    def checkpoint(storage, done: bool) -> None:
+        n_draws, n_estimates = storage.counts()
+        if done:
+            n_estimates = n_draws
+        store.commit(sampler, print_, storage.new_shard(n_draws, n_estimates), n_draws, n_estimates, done)
+
+    return run_chain(
+        sampler, n_iters, keep, store_gradients=store_gradients, verbose=args["verbose"], settings=sampler.settings,
+        run_start=0, preloaded=preloaded, checkpoint=None if finished else checkpoint, checkpoint_every=every,
     )
 
 
@@ -251,7 +290,13 @@ _CHAIN_OPTIONS = """
     Chain options (keyword-only, SPEC §7): ``n_chains`` (K chains in one compiled loop; ``params``
     one dict or a list of K dicts), ``burn_in`` and ``thin`` (kept iterations ``burn_in + thin``,
     ``burn_in + 2·thin``, …), ``store_gradients`` (also keep the estimator's gradient at every
-    kept sample).
+    kept sample), ``check_model`` (False skips the model checks of the trial evaluation).
+
+    Long runs (SPEC §10): with ``checkpoint_dir``, the state and the samples kept so far are
+    saved there every ``checkpoint_every`` iterations (atomically, appended as shards); the same
+    call again resumes from the last checkpoint, giving the result of an uninterrupted run, and
+    a finished run's directory returns its result at once. A directory written with other
+    arguments is refused.
 
     Returns
     -------
@@ -261,7 +306,7 @@ _CHAIN_OPTIONS = """
 """
 
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("sgld", locals())
 
 
@@ -269,28 +314,28 @@ sgld.__doc__ = """Run SGLD for ``n_iters`` iterations. Arguments as :func:`sgld_
 """ + _CHAIN_OPTIONS
 
 
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGHMC; arguments as :func:`sghmc_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmc", locals())
 
 
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGNHT; arguments as :func:`sgnht_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnht", locals())
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGLD-CV: the mode search, then ``n_iters`` iterations. Arguments as
     :func:`sgldcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgldcv", locals())
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmccv", locals())
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnhtcv", locals())
 
@@ -363,11 +408,11 @@ def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_s
     return _build("hamcmc", locals())
 
 
-def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("psgld", locals())
 
 
-def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True) -> Samples:
+def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("hamcmc", locals())
 
 
