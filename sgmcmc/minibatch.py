@@ -6,12 +6,16 @@ Two exact samplers of a uniformly random n-subset, chosen at trace time:
   Conditional on being distinct, an i.i.d. uniform tuple is uniform over distinct tuples,
   so the set is a uniform n-subset. A draw is accepted with probability
   ``prod_{i<n} (1 - i/N) ≈ exp(-n(n-1)/2N)`` (0.81 for n = 500, N = 581,012).
-* permutation: the images of ``0, …, n-1`` under a pseudorandom permutation of ``[0, N)``
-  (``tf.random.experimental.index_shuffle``), for when repeats would be common.
+* permutation: the images of ``0, …, n-1`` under a keyed pseudorandom permutation of
+  ``[0, N)``, fresh keys per draw, for when repeats would be common: an 8-round Feistel network
+  on the smallest even number of bits covering N, with cycle walking (an image ≥ N is
+  permuted again until it falls in range: fewer than 4 passes on average). Like
+  ``tf.random.experimental.index_shuffle``, which it replaces, it is a pseudorandom — not a
+  perfectly uniform — permutation family; the subsets pass the uniformity tests of
+  tests/test_minibatch.py. Unlike ``index_shuffle`` (a CPU kernel only) its ops are integer
+  arithmetic with GPU and XLA kernels, so the chain stays on the GPU.
 
-Rejection is used while ``n(n-1)/2N ≤ 1`` (acceptance ≥ e⁻¹ ≈ 0.37). On the CPU it costs the
-same as ``index_shuffle`` for n = 500 (benchmarks/RESULTS.md), but its ops (integer draws,
-sort) have GPU and XLA kernels, while ``index_shuffle`` has a CPU kernel only.
+Rejection is used while ``n(n-1)/2N ≤ 1`` (acceptance ≥ e⁻¹ ≈ 0.37).
 """
 
 from __future__ import annotations
@@ -45,12 +49,44 @@ def sample_indices(generator: tf.random.Generator, n_rows: int, batch_size: int,
         return tf.while_loop(
             lambda indices: tf.reduce_any(_rows_with_repeats(indices)), redraw_repeated_rows, [draw()]
         )[0]
-    seeds = generator.uniform_full_int([n_chains, 2], dtype=tf.int64)
-    positions = tf.range(batch_size, dtype=tf.int64)
-    max_index = tf.constant(n_rows - 1, tf.int64)
-    return tf.stack(
-        [tf.random.experimental.index_shuffle(positions, seeds[k], max_index) for k in range(n_chains)]
-    )
+    keys = generator.uniform([n_chains, FEISTEL_ROUNDS, 1], 0, _PRIME, dtype=tf.int64)
+    positions = tf.tile(tf.range(batch_size, dtype=tf.int64)[None], [n_chains, 1])
+    return _feistel_permutation(positions, keys, n_rows)
+
+
+#: Rounds of the Feistel network (4 make a strong pseudorandom permutation for large domains;
+#: more keep tiny domains, where each half has 1–2 bits, close to uniform).
+FEISTEL_ROUNDS = 8
+_PRIME = 2_147_483_647  # 2^31 - 1: products of two values below it stay below 2^62
+
+
+def _round_function(half: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    """A keyed hash of a half-block (values < 2^31): two multiply-mod-prime steps with a shift."""
+    h = (half * 48_271 + key) % _PRIME
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 13))
+    return (h * 16_807 + key) % _PRIME
+
+
+def _feistel_permutation(x: tf.Tensor, keys: tf.Tensor, n_rows: int) -> tf.Tensor:
+    """Apply, per row of ``x`` ([K, n] in ``[0, n_rows)``), the permutation of ``[0, n_rows)``
+    keyed by that row's ``keys`` ([K, rounds, 1]): a balanced Feistel network on ``2·h`` bits
+    (``4^h ≥ n_rows``) with cycle walking back into range."""
+    h = max(1, (max(1, int(n_rows - 1).bit_length()) + 1) // 2)
+    shift = tf.constant(h, tf.int64)
+    mask = tf.constant((1 << h) - 1, tf.int64)
+    bits = tf.bitwise
+
+    def encrypt(v):
+        left, right = bits.right_shift(v, shift), bits.bitwise_and(v, mask)
+        for r in range(FEISTEL_ROUNDS):
+            mixed = bits.bitwise_and(_round_function(right, keys[:, r]), mask)
+            left, right = right, bits.bitwise_xor(left, mixed)
+        return bits.bitwise_or(bits.left_shift(left, shift), right)
+
+    def walk(v):
+        return tf.where(v >= n_rows, encrypt(v), v)
+
+    return tf.while_loop(lambda v: tf.reduce_any(v >= n_rows), walk, [encrypt(x)])[0]
 
 
 def gather_rows(dataset: dict[str, tf.Tensor], indices: tf.Tensor) -> dict[str, tf.Tensor]:

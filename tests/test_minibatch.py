@@ -46,3 +46,14 @@ def test_large_dataset_marginals():
     # Inclusion of each decile of the index range: 10 equal cells.
     counts = np.bincount(out.ravel() * 10 // 581_012, minlength=10)
     assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_permutation_path_large_dataset_marginals():
+    """The BNN's regime (n = 500 of N = 55,000: n(n-1)/2N = 2.3, the Feistel path): distinct
+    indices, every decile of the index range and every residue mod 7 equally often."""
+    assert 500 * 499 / (2 * 55_000) > MAX_EXPECTED_COLLISIONS
+    out = draws(55_000, 500, 200)
+    assert out.min() >= 0 and out.max() < 55_000
+    assert all(len(set(row)) == 500 for row in out)
+    assert stats.chisquare(np.bincount(out.ravel() * 10 // 55_000, minlength=10)).pvalue > 1e-4
+    assert stats.chisquare(np.bincount(out.ravel() % 7, minlength=7)).pvalue > 1e-4
