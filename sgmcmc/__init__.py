@@ -10,6 +10,7 @@ from ._quiet import quiet_tensorflow_startup as _quiet_tensorflow_startup
 _quiet_tensorflow_startup()
 
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
+from . import schedules
 from .datasets import get_dataset
 from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError
 from .sampler import Sampler
@@ -59,6 +60,7 @@ __all__ = [
     "hamcmc_setup",
     "init_sess",
     "sample_chain",
+    "schedules",
     "sghmc",
     "sghmc_setup",
     "sghmccv",

@@ -189,8 +189,18 @@ def check_count(value: Any, what: str) -> int:
     return int(value)
 
 
-def per_parameter(value: Any, names: list[str], what: str) -> dict[str, float]:
-    """A number (the same for every parameter) or a dict with exactly the names of params."""
+def _positive_or_schedule(value: Any, what: str):
+    from .schedules import Schedule
+
+    if isinstance(value, Schedule):
+        return value
+    return check_positive(value, what)
+
+
+def per_parameter(value: Any, names: list[str], what: str, schedules: bool = False) -> dict[str, Any]:
+    """A number (the same for every parameter) or a dict with exactly the names of params; with
+    ``schedules``, a :mod:`sgmcmc.schedules` schedule may stand wherever a number may."""
+    check = _positive_or_schedule if schedules else check_positive
     if isinstance(value, Mapping):
         missing = [n for n in names if n not in value]
         unknown = [n for n in value if n not in names]
@@ -204,8 +214,8 @@ def per_parameter(value: Any, names: list[str], what: str) -> dict[str, float]:
                 f"{what} dict must have exactly the names of params {names}: {' and '.join(parts)}; "
                 f"or give one number for all parameters"
             )
-        return {n: check_positive(value[n], f"{what}[{n!r}]") for n in names}
-    number = check_positive(value, what)
+        return {n: check(value[n], f"{what}[{n!r}]") for n in names}
+    number = check(value, what)
     return {n: number for n in names}
 
 

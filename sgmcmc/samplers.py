@@ -34,19 +34,19 @@ class Method:
 
 
 def _sgld(args, names):
-    return SGLD(inputs.per_parameter(args["stepsize"], names, "stepsize"))
+    return SGLD(inputs.per_parameter(args["stepsize"], names, "stepsize", schedules=True))
 
 
 def _sghmc(args, names):
     return SGHMC(
-        inputs.per_parameter(args["stepsize"], names, "stepsize"),
+        inputs.per_parameter(args["stepsize"], names, "stepsize", schedules=True),
         inputs.per_parameter(args["alpha"], names, "alpha"),
         inputs.check_count(args["L"], "L"),
     )
 
 
 def _sgnht(args, names):
-    return SGNHT(inputs.per_parameter(args["stepsize"], names, "stepsize"), inputs.per_parameter(args["a"], names, "a"))
+    return SGNHT(inputs.per_parameter(args["stepsize"], names, "stepsize", schedules=True), inputs.per_parameter(args["a"], names, "a"))
 
 
 METHODS: dict[str, Method] = {
@@ -354,7 +354,7 @@ def _psgld(args, names):
     beta = args["beta"]
     if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:
         raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
-    return PSGLD(inputs.per_parameter(args["stepsize"], names, "stepsize"), float(beta), inputs.check_positive(args["lam"], "lam"))
+    return PSGLD(inputs.per_parameter(args["stepsize"], names, "stepsize", schedules=True), float(beta), inputs.check_positive(args["lam"], "lam"))
 
 
 def _hamcmc(args, names):
@@ -364,7 +364,7 @@ def _hamcmc(args, names):
     warm = args["warmup_stepsize"]
     warm = None if warm is None else inputs.per_parameter(warm, names, "warmup_stepsize")
     return HAMCMC(
-        inputs.per_parameter(args["stepsize"], names, "stepsize"), memory, _nonnegative(args["damping"], "damping"), warm
+        inputs.per_parameter(args["stepsize"], names, "stepsize", schedules=True), memory, _nonnegative(args["damping"], "damping"), warm
     )
 
 
