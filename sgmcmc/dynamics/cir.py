@@ -68,6 +68,14 @@ Params = dict[str, tf.Tensor]
 Stepsize = Union[float, Callable[[tf.Tensor], Any], Mapping[str, Union[float, Callable[[tf.Tensor], Any]]]]
 
 
+def _as(x: Any, dtype: tf.DType) -> tf.Tensor:
+    """``x`` as a ``dtype`` tensor; Python and numpy numbers are converted directly to ``dtype``
+    (``tf.cast`` of a Python float would round it to float32 first)."""
+    if isinstance(x, (tf.Tensor, tf.Variable)):
+        return tf.cast(x, dtype)
+    return tf.convert_to_tensor(x, dtype=dtype)
+
+
 def _broadcast(theta: tf.Tensor, a_hat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     shape = tf.broadcast_dynamic_shape(tf.shape(theta), tf.shape(a_hat))
     return tf.broadcast_to(theta, shape), tf.broadcast_to(a_hat, shape), shape
@@ -113,8 +121,8 @@ def cir_exact_log_step(log_theta: tf.Tensor, a_hat: tf.Tensor, h: Any, seed: tf.
     """
     log_theta = tf.convert_to_tensor(log_theta)
     dtype = log_theta.dtype
-    a_hat = tf.cast(a_hat, dtype)
-    h = tf.cast(h, dtype)
+    a_hat = _as(a_hat, dtype)
+    h = _as(h, dtype)
     log_theta, a_hat, shape = _broadcast(log_theta, a_hat)
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=3)
     # rate θ e^{-h} / (1 - e^{-h}) = θ / expm1(h), formed in log space (no overflow, no 0/0)
@@ -174,9 +182,9 @@ def sgrld_step(theta: tf.Tensor, a_hat: tf.Tensor, h: Any, noise: tf.Tensor) -> 
     """
     theta = tf.convert_to_tensor(theta)
     dtype = theta.dtype
-    h = tf.cast(h, dtype)
-    a_hat = tf.cast(a_hat, dtype)
-    return tf.abs(theta + h * (a_hat - theta) + tf.sqrt(2.0 * h * theta) * tf.cast(noise, dtype))
+    h = _as(h, dtype)
+    a_hat = _as(a_hat, dtype)
+    return tf.abs(theta + h * (a_hat - theta) + tf.sqrt(2.0 * h * theta) * _as(noise, dtype))
 
 
 def to_simplex(theta: tf.Tensor) -> tf.Tensor:
@@ -193,13 +201,13 @@ def log_to_simplex(log_theta: tf.Tensor) -> tf.Tensor:
 def simplex_start(omega0: tf.Tensor, a_hat: tf.Tensor) -> tf.Tensor:
     r"""The starting rule :math:`\theta_0 = \omega_0 \sum_j \hat a_j` (SPEC §9), the sum along
     the last axis (:math:`\hat a` of a first minibatch), so ``to_simplex(theta0) == omega0``."""
-    a_hat = tf.cast(a_hat, omega0.dtype)
+    a_hat = _as(a_hat, omega0.dtype)
     return omega0 * tf.reduce_sum(a_hat, axis=-1, keepdims=True)
 
 
 def log_simplex_start(omega0: tf.Tensor, a_hat: tf.Tensor) -> tf.Tensor:
     r""":math:`\log\theta_0 = \log\omega_0 + \log\sum_j\hat a_j` (see :func:`simplex_start`)."""
-    a_hat = tf.cast(a_hat, omega0.dtype)
+    a_hat = _as(a_hat, omega0.dtype)
     return tf.math.log(omega0) + tf.math.log(tf.reduce_sum(a_hat, axis=-1, keepdims=True))
 
 
@@ -214,7 +222,7 @@ def resolve_stepsize(stepsize: Stepsize, name: str, t: Any, dtype: tf.DType) -> 
         stepsize = stepsize[name]
     if callable(stepsize):
         stepsize = stepsize(t)
-    return tf.cast(stepsize, dtype)
+    return _as(stepsize, dtype)
 
 
 def _a_hat_of(est: Any) -> Params:
