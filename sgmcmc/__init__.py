@@ -15,6 +15,10 @@ from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingE
 from .sampler import Sampler
 from .samplers import (
     sample_chain,
+    scir,
+    scir_setup,
+    sgrld,
+    sgrld_setup,
     sghmc,
     sghmc_setup,
     sghmccv,
@@ -51,6 +55,10 @@ __all__ = [
     "get_params",
     "init_sess",
     "sample_chain",
+    "scir",
+    "scir_setup",
+    "sgrld",
+    "sgrld_setup",
     "sghmc",
     "sghmc_setup",
     "sghmccv",
