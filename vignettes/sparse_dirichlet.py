@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 from scipy import stats
 
-from sgmcmc.dynamics import cir
+import sgmcmc
 
 SPARSE_COUNTS = np.array([800, 100, 100, 0, 0, 0, 0, 0, 0, 0])
 DENSE_COUNTS = np.array([112, 119, 92, 98, 95, 96, 102, 92, 91, 103])
@@ -42,57 +42,29 @@ BOX_STEPSIZE = {"scir": 0.5, "sgrld": 0.005}
 QUICK_STEPSIZE = {"sparse": {"scir": 0.1, "sgrld": 0.01}, "dense": {"scir": 0.05, "sgrld": 0.01}}
 
 
-# --- The sampler. TEMPORARY: this drives sgmcmc.dynamics.cir directly in a compiled loop; once
-# --- the public sgmcmc.scir / sgmcmc.sgrld exist, only run_sampler changes (one call each).
+# --- The sampler: sgmcmc.scir / sgmcmc.sgrld with the categorical model's counts.
 
 
-def _make_loop(method: str):
-    @tf.function(reduce_retracing=True)
-    def loop(labels, alpha, h, n, n_iters, seed):
-        d = 10
-        N = tf.shape(labels)[0]
-        scale = tf.cast(N, tf.float64) / tf.cast(n, tf.float64)
-
-        def a_hat(s):  # α + (N/n)·counts of n rows drawn without replacement
-            rows = tf.math.top_k(tf.random.stateless_uniform(tf.reshape(N, [1]), s), n).indices
-            return alpha + scale * tf.reduce_sum(tf.one_hot(tf.gather(labels, rows), d, dtype=tf.float64), 0)
-
-        a0 = a_hat(tf.random.experimental.stateless_fold_in(seed, -1))
-        theta0 = cir.simplex_start(tf.fill([d], tf.constant(1.0 / d, tf.float64)), a0)
-        state0 = tf.math.log(theta0) if method == "scir" else theta0
-
-        def body(m, state, out):
-            seeds = tf.random.experimental.stateless_split(tf.random.experimental.stateless_fold_in(seed, m), 2)
-            a = a_hat(seeds[0])
-            if method == "scir":
-                state = cir.cir_exact_log_step(state, a, h, seeds[1])
-                omega = cir.log_to_simplex(state)
-            else:
-                state = cir.sgrld_step(state, a, h, tf.random.stateless_normal([d], seeds[1], dtype=tf.float64))
-                omega = cir.to_simplex(state)
-            return m + 1, state, out.write(m, omega)
-
-        out = tf.TensorArray(tf.float64, size=n_iters)
-        _, _, out = tf.while_loop(lambda m, *_: m < n_iters, body, (tf.constant(0), state0, out))
-        return out.stack()
-
-    return loop
+def category_counts(params, minibatch, seed):
+    """The minibatch's category counts Σ_{i∈S} z_i (one-hot rows summed), shaped like ω."""
+    omega = params["omega"]
+    return {"omega": tf.reduce_sum(tf.one_hot(minibatch["z"], omega.shape[-1], dtype=omega.dtype), axis=0)}
 
 
-_LOOPS = {"scir": _make_loop("scir"), "sgrld": _make_loop("sgrld")}
-
-
-def run_sampler(method: str, counts, alpha: float, h: float, minibatch, n_iters: int, seed: int) -> np.ndarray:
-    """ω of every iteration, shape (n_iters, d), of SCIR or SGRLD on a categorical data set with
-    these category counts; ``minibatch`` is a count of rows, or a proportion if below 1.
-    Starts from ω₀ uniform, θ₀ = ω₀ Σ â (â of a first minibatch)."""
+def run_sampler(method: str, counts, alpha: float, h: float, minibatch, n_iters: int, seed: int,
+                n_chains: int = 1, burn_in: int = 0) -> np.ndarray:
+    """ω after each kept iteration, shape (n_chains, n_iters − burn_in, d), of SCIR or SGRLD on a categorical data set with these category counts;
+    ``minibatch`` is a count of rows, or a proportion if below 1. Starts from ω₀ uniform
+    (the samplers set θ₀ = ω₀ Σ â). float64, so the sparse components are right far below 1e-38."""
     counts = np.asarray(counts)
     labels = np.repeat(np.arange(len(counts)), counts).astype(np.int32)
-    n = int(round(minibatch * len(labels))) if minibatch < 1 else int(minibatch)
-    return _LOOPS[method](
-        tf.constant(labels), tf.constant(alpha, tf.float64), tf.constant(h, tf.float64),
-        tf.constant(max(n, 1)), tf.constant(n_iters), tf.constant([seed, 2018], tf.int64),
-    ).numpy()
+    sampler = sgmcmc.scir if method == "scir" else sgmcmc.sgrld
+    out = sampler(
+        category_counts, {"z": labels}, {"omega": np.full(len(counts), 1.0 / len(counts))}, h, alpha,
+        minibatch_size=minibatch, n_iters=n_iters, verbose=False, seed=seed, dtype=tf.float64,
+        n_chains=n_chains, burn_in=burn_in,
+    )
+    return out["omega"].reshape(n_chains, n_iters - burn_in, len(counts))
 
 
 def rosenblatt_ks(omega: np.ndarray, a_post: np.ndarray) -> float:
@@ -119,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     # Fig 5.2.1: the fifth component, minibatch 10
     j = 4
     with timed("boxplot runs"):
-        samples = {m: run_sampler(m, SPARSE_COUNTS, ALPHA, h, 10, burn_in + kept, 0)[burn_in:, j] for m, h in BOX_STEPSIZE.items()}
+        samples = {m: run_sampler(m, SPARSE_COUNTS, ALPHA, h, 10, burn_in + kept, 0, burn_in=burn_in)[0, :, j] for m, h in BOX_STEPSIZE.items()}
     samples["exact"] = rng.dirichlet(a_sparse, size=kept)[:, j]
     logs = {m: np.log10(np.maximum(s, 1e-300)) for m, s in samples.items()}
     fig, ax = plt.subplots(figsize=(5, 4))
@@ -135,12 +107,14 @@ def main(argv: list[str] | None = None) -> dict:
         for name, counts in (("sparse", SPARSE_COUNTS), ("dense", DENSE_COUNTS)):
             for m in GRID:
                 grid = [QUICK_STEPSIZE[name][m]] if args.quick else GRID[m]
-                ks[name, m] = np.array([
-                    [min(rosenblatt_ks(run_sampler(m, counts, ALPHA, h, p, burn_in + kept, s)[burn_in:], counts + ALPHA)
-                         for h in grid)
-                     for s in seeds]
-                    for p in props
-                ])
+                # the seeds are independent chains of one run (n_chains); per seed the best stepsize
+                per_h = np.array([
+                    [[rosenblatt_ks(chain, counts + ALPHA) for chain in
+                      run_sampler(m, counts, ALPHA, h, p, burn_in + kept, 100 * i, n_chains=len(seeds), burn_in=burn_in)]
+                     for h in grid]
+                    for i, p in enumerate(props)
+                ])  # (props, stepsizes, seeds)
+                ks[name, m] = per_h.min(axis=1)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, name in zip(axes, ("sparse", "dense")):
         for m, colour in (("scir", "C0"), ("sgrld", "C1")):  # one line per seed
