@@ -101,7 +101,8 @@ def make_lda_counts(n_topics: int, n_sweeps: int):
         n, length = tf.shape(words)[0], tf.shape(words)[1]
         word_given_topic = tf.transpose(tf.gather(topics, words, axis=1), [1, 2, 0])  # (n, L, K)
         log_lik = tf.math.log(tf.maximum(word_given_topic, np.finfo(dtype.as_numpy_dtype).tiny))
-        one_hot_words = tf.one_hot(tf.reshape(words, [-1]), tf.shape(topics)[1], dtype=dtype)  # (nL, V)
+        n_words = tf.shape(topics)[1]
+        flat_words = tf.reshape(words, [-1])  # (nL,)
         seeds = tf.random.experimental.stateless_split(seed, 2 * n_sweeps)
         theta = tf.fill([n, n_topics], tf.constant(1.0 / n_topics, dtype))
         total = tf.zeros_like(topics)
@@ -114,7 +115,10 @@ def make_lda_counts(n_topics: int, n_sweeps: int):
             gamma = tf.random.stateless_gamma([n, n_topics], seeds[2 * sweep + 1], alpha=DOC_ALPHA + per_doc, dtype=dtype)
             theta = tf.maximum(gamma / tf.reduce_sum(gamma, axis=1, keepdims=True), np.finfo(dtype.as_numpy_dtype).tiny)
             if sweep >= n_sweeps - kept:
-                total += tf.linalg.matmul(one_hot_z, one_hot_words, transpose_a=True)  # (K, V)
+                # the (K, V) table of [z = k][w = v], O(nL) (no dense one-hot of the vocabulary)
+                cell = z * n_words + flat_words
+                table = tf.math.unsorted_segment_sum(tf.ones_like(flat_words, dtype), cell, n_topics * n_words)
+                total += tf.reshape(table, tf.shape(topics))
         return {"topics": total / kept}
 
     return counts
