@@ -116,7 +116,10 @@ class Sampler:
         *,
         starts_given_per_chain: bool = False,
         settings: dict | None = None,
+        make_estimator=None,
     ):
+        """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
+        in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused)."""
         self.method = method
         self.kernel = kernel
         self.dtype = dtype
@@ -137,10 +140,16 @@ class Sampler:
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
         data = inputs.as_tensors(dataset)  # shares the user's aligned arrays: no copy
-        self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
-        if control_variate is None:
+        if make_estimator is not None:  # a model other than log_lik + log_prior (scir, sgrld: counts)
+            if control_variate is not None:
+                raise ValueError("a sampler with its own estimator has no control-variate mode search")
+            self._plain = None
+            self.estimator = make_estimator(data, batch_size, self.n_chains)
+        elif control_variate is None:
+            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
             self.estimator = self._plain
         else:
+            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
             self._plain_one_chain = (
                 self._plain if self.n_chains == 1 else MinibatchGradient(log_lik, log_prior, data, batch_size, 1)
             )

@@ -31,6 +31,9 @@ class Method:
     make_kernel: Callable[[dict[str, Any], list[str]], Any]
     control_variate: bool = False
     hyperparameters: tuple[str, ...] = ("stepsize",)
+    #: "log_lik": the user gives log_lik and log_prior (gradient samplers); "counts": the user gives
+    #: counts and alpha (simplex samplers, see the block at the end).
+    model: str = "log_lik"
 
 
 def _sgld(args, names):
@@ -105,14 +108,18 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(args["dataset"], dtype)
     n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
-    inputs.trial_evaluation(args["log_lik"], args["log_prior"], data, starts[0], dtype, check_model=args["check_model"])
+    if spec.model == "counts":
+        model = _counts_model(args, starts, data, n, dtype)
+    else:
+        inputs.trial_evaluation(args["log_lik"], args["log_prior"], data, starts[0], dtype, check_model=args["check_model"])
+        model = {"log_lik": args["log_lik"], "log_prior": args["log_prior"]}
     settings = {h: args[h] for h in spec.hyperparameters}
     settings.update(minibatch_size=n, dtype=dtype.name)
     if cv is not None:
         settings.update(opt_stepsize=args["opt_stepsize"], n_iters_opt=cv.n_iters_opt)
     return Sampler(
-        method, kernel, args["log_lik"], args["log_prior"], data, starts, n, seed, dtype, cv,
-        starts_given_per_chain=per_chain, settings=settings,
+        method, kernel, model.get("log_lik"), model.get("log_prior"), data, starts, n, seed, dtype, cv,
+        starts_given_per_chain=per_chain, settings=settings, make_estimator=model.get("make_estimator"),
     )
 
 
@@ -142,6 +149,8 @@ def sample_chain(
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sample_chain needs a sampler made by a *_setup function, got {type(sampler).__name__}")
     n_iters, keep = _keep(n_iters, burn_in, thin)
+    if store_gradients and METHODS[sampler.method].model == "counts":
+        raise ValueError(f"{sampler.method} uses no gradient: store_gradients does not apply; leave it False")
     # Before the mode search and before any iteration: refuse a run whose samples cannot be kept.
     it0 = sampler.iteration if sampler.initialised else 0
     inputs.check_storage(
@@ -165,7 +174,8 @@ def _run(method: str, args: dict[str, Any]) -> Samples:
     if args.get("checkpoint_dir") is None:
         sampler = _build(method, args)
         return sample_chain(
-            sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin, store_gradients=args["store_gradients"]
+            sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin,
+            store_gradients=args.get("store_gradients", False),
         )
     return _run_with_checkpoints(method, args, n_iters, keep)
 
@@ -181,7 +191,7 @@ def _run_with_checkpoints(method: str, args: dict[str, Any], n_iters: int, keep:
     if given_seed is None and store.manifest is not None:
         args = dict(args, seed=store.manifest["seed"])  # a seed=None run resumes with the seed it drew
     sampler = _build(method, args)
-    store_gradients = bool(args["store_gradients"])
+    store_gradients = bool(args.get("store_gradients", False))
     options = dict(n_iters=n_iters, burn_in=keep.burn_in, thin=keep.thin, store_gradients=store_gradients, seed=given_seed)
     print_ = fingerprint(method, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options)
     store.check(print_)
@@ -421,3 +431,169 @@ hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS
 psgld.__doc__ = "Run " + _PSGLD_DOC + "\n    Arguments as :func:`psgld_setup`.\n" + _CHAIN_OPTIONS
 hamcmc.__doc__ = "Run " + _HAMCMC_DOC + "\n    Arguments as :func:`hamcmc_setup`.\n" + _CHAIN_OPTIONS
 # == end preconditioned samplers ==========================================================
+
+
+# == Samplers for the probability simplex (SPEC §9; thesis ch.5) ==============================
+# scir / sgrld: the user gives counts(params, minibatch, seed) and a Dirichlet prior alpha instead
+# of log_lik / log_prior (Method.model == "counts"); the estimator is
+# sgmcmc.estimators.counts.MinibatchCounts, the kernels sgmcmc.dynamics.cir.SCIR / SGRLD.
+
+from functools import partial  # noqa: E402
+from numbers import Real  # noqa: E402
+
+from .dynamics.cir import SCIR, SGRLD  # noqa: E402
+from .estimators.counts import MinibatchCounts  # noqa: E402
+
+
+def _simplex_stepsize(value: Any, names: list[str]) -> dict[str, Any]:
+    """h per parameter: a positive number or a schedule ``h(t)`` (a callable of the 1-based
+    iteration t returning a tensor, evaluated in-graph), or a dict of those by name."""
+
+    def one(v, what):
+        if callable(v):
+            try:
+                h1 = float(tf.cast(v(tf.constant(1, tf.int64)), tf.float64).numpy())
+            except Exception as error:
+                raise TypeError(f"{what} is a schedule but calling it at t=1 failed: {error}") from error
+            if not np.isfinite(h1) or h1 <= 0:
+                raise ValueError(f"{what} is a schedule that gives {h1} at t=1: a stepsize must be positive")
+            return v
+        if isinstance(v, Real) and not isinstance(v, bool):
+            return inputs.check_positive(v, what)
+        raise TypeError(f"{what} must be a positive number or a schedule h(t), got {v!r}")
+
+    if isinstance(value, dict):
+        inputs.per_parameter({n: 1.0 for n in value}, names, "stepsize")  # exactly the names of params
+        return {n: one(value[n], f"stepsize[{n!r}]") for n in names}
+    checked = one(value, "stepsize")
+    return {n: checked for n in names}
+
+
+def _scir(args, names):
+    return SCIR(_simplex_stepsize(args["stepsize"], names))
+
+
+def _sgrld(args, names):
+    return SGRLD(_simplex_stepsize(args["stepsize"], names))
+
+
+def _counts_model(args, starts, data, n, dtype) -> dict[str, Any]:
+    """Checks of a counts-based model before compiling; its estimator factory for the Sampler."""
+    for i, start in enumerate(starts):
+        inputs.check_simplex_params(start, dtype, "params" if len(starts) == 1 else f"params[{i}]")
+    alpha = inputs.check_alpha(args["alpha"], starts[0], dtype)
+    inputs.trial_counts(args["counts"], data, starts[0], dtype, n)
+    return {"make_estimator": partial(MinibatchCounts, args["counts"], alpha)}
+
+
+METHODS.update(
+    scir=Method(_scir, hyperparameters=("stepsize", "alpha"), model="counts"),
+    sgrld=Method(_sgrld, hyperparameters=("stepsize", "alpha"), model="counts"),
+)
+
+_SIMPLEX_PARAMETERS = """
+    Parameters
+    ----------
+    counts : callable
+        ``counts(params, minibatch, seed)`` → dict name → the minibatch's category counts
+        :math:`\\sum_{i\\in S} z_i`, shaped like the parameter (integers or the model dtype), for ONE
+        chain: ``params`` name → ω (on the simplex), ``minibatch`` name → the minibatch's rows of
+        ``dataset``, ``seed`` a shape-[2] int64 tensor for stateless random ops
+        (``tf.random.stateless_*``) — for a latent-variable model (e.g. LDA) the local step
+        (Gibbs sampling of the minibatch's allocations given ω) runs here. Written with TF ops.
+    dataset : dict or pandas.DataFrame
+        Name -> array-like, observations (rows, documents) on the first axis, all of length N.
+    params : dict or list of dicts
+        Name -> starting point ω₀ on the simplex: entries >= 0 summing to 1 along the LAST axis;
+        several simplices may be stacked (e.g. LDA's topics, shape (K, V)). A list of ``n_chains``
+        dicts starts chain k at dict k.
+    stepsize : float, callable or dict
+        h > 0; or a schedule ``h(t)`` of the 1-based iteration t returning a tensor (e.g.
+        h(1 + t/τ)^(−κ), thesis §5.5); or a dict of those by parameter name.
+    alpha : float, array or dict
+        The Dirichlet prior's concentrations (> 0): a number, an array broadcastable to the
+        parameter's shape (per component), or a dict of those by parameter name.
+    minibatch_size : float or int
+        A proportion of N in (0, 1), or a count of rows.
+    seed : int, optional
+        Makes the run reproducible; None draws fresh randomness.
+    dtype : tf.DType, keyword-only
+        ``tf.float32`` (default) or ``tf.float64``.
+    n_chains : int, keyword-only
+        K chains in one compiled loop, each with its own minibatches and seeds.
+
+    Notes
+    -----
+    Writing ω = θ / Σⱼθⱼ with θⱼ ~ Gamma(aⱼ, 1), aⱼ = αⱼ + Σᵢ zᵢⱼ (thesis §5.3), each θⱼ follows
+    the CIR diffusion dθ = (a − θ)dt + √(2θ) dW (eq. 5.3.1), stationary at Gamma(a, 1); a is
+    replaced by â = α + (N/n) Σ_{i∈S} zᵢ (eq. 5.3.3), one fresh minibatch per iteration and chain.
+    The chain starts from θ₀ = ω₀ Σⱼ âⱼ (â of the first iteration's minibatch), so ω₀ is where it
+    starts. The samples are ω (normalised along the last axis).
+
+    The log-posterior estimate shown in the progress bar and stored in ``log_posterior`` is the
+    Dirichlet log density of ω under Dir(â), summed over the simplices (exact with all the data;
+    ω clamped at the dtype's smallest normal number). No gradient is used:
+    ``store_gradients`` does not apply.
+"""
+
+
+def scir_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1) -> Sampler:
+    return _build("scir", locals())
+
+
+scir_setup.__doc__ = r"""Set up SCIR, the stochastic Cox–Ingersoll–Ross sampler (thesis §5.3, Algorithm 3).
+
+Each θⱼ moves by the exact CIR transition over time h (eq. 5.3.2 with â, eq. 5.3.3):
+θ' = (1 − e^(−h))/2 · W, W ~ χ²(2â, 2θe^(−h)/(1 − e^(−h))), drawn as
+θ' = (1 − e^(−h)) · Gamma(â + P, 1), P ~ Poisson(θe^(−h)/(1 − e^(−h))) — no discretisation error;
+the only error is the minibatch's (Corollary 5.4.2: E[θ̂_M] is the exact process's mean, the
+variance grows by (1 − e^(−2Mh))(1 − e^(−h))/(1 + e^(−h)) Var[â]). The gamma draw is made in log
+space, so tiny components are right down to small α; in float32 values of ω below 1.2e-38 may
+round to 0 (use ``dtype=tf.float64`` when they matter).
+""" + _SIMPLEX_PARAMETERS
+
+
+def sgrld_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1) -> Sampler:
+    return _build("sgrld", locals())
+
+
+sgrld_setup.__doc__ = r"""Set up SGRLD with the expanded-mean parametrisation (Patterson & Teh 2013; thesis
+§5.2.2), the baseline SCIR is compared with: the Euler–Maruyama step of the same CIR diffusion
+(5.3.1), mirrored at 0,
+
+θ' = |θ + h(â − θ) + √(2hθ) ξ|, ξ ~ N(0, 1),
+
+which has a discretisation error: for sparse posteriors (components near 0) it is badly biased
+unless h is small (thesis §5.2.3, Fig. 5.2.1).
+""" + _SIMPLEX_PARAMETERS
+
+
+_SIMPLEX_CHAIN = """
+    Chain options (keyword-only, SPEC §7): ``n_chains``, ``burn_in`` and ``thin`` as for :func:`sgld`.
+
+    Returns
+    -------
+    Samples
+        Samples of ω: name -> array ``(n_kept, *shape)`` for one chain, ``(n_chains, n_kept,
+        *shape)`` for several; every sample on the simplex. ``gradients`` is None.
+"""
+
+
+def scir(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1) -> Samples:
+    return _run("scir", locals())
+
+
+scir.__doc__ = """Run SCIR for ``n_iters`` iterations (thesis Algorithm 3); arguments and the update
+as :func:`scir_setup`.
+""" + _SIMPLEX_CHAIN
+
+
+def sgrld(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1) -> Samples:
+    return _run("sgrld", locals())
+
+
+sgrld.__doc__ = """Run SGRLD (expanded mean, Patterson & Teh 2013) for ``n_iters`` iterations;
+arguments and the update as :func:`sgrld_setup`.
+""" + _SIMPLEX_CHAIN
+
+# == end of the simplex samplers ===============================================================

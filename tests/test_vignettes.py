@@ -117,3 +117,23 @@ def test_readme_names_every_vignette_and_figure():
     for figure in ("getting_started_traces.png", "mv_gauss_density.png", "gauss_mixture_sghmc.png",
                    "gauss_mixture_methods.png", "logistic_regression_methods.png", "bnn_mnist_log_loss.png"):
         assert figure in readme, figure
+
+
+# == simplex samplers (scir / sgrld) vignettes ==================================================
+
+
+def test_sparse_dirichlet(tmp_path):
+    out = run_quick("sparse_dirichlet", tmp_path)
+    assert_pngs(tmp_path, "sparse_dirichlet_boxplot.png", "sparse_dirichlet_ks.png")
+    med = out["medians"]  # a sparse component: exact posterior median ~1e-6; SGRLD's far too large
+    assert med["sgrld"] > 100 * med["exact"] and med["scir"] < 100 * med["exact"]
+    assert np.all(out["ks"]["sparse_scir"] < out["ks"]["sparse_sgrld"])
+
+
+def test_lda(tmp_path):
+    out = run_quick("lda", tmp_path)
+    assert_pngs(tmp_path, "lda_perplexity.png")
+    p = out["perplexity"]
+    assert p["scir"][-1] <= p["scir"][0]
+    assert p["scir"][-1] < 1.1 * out["true_perplexity"]
+    assert out["topic_tv"]["scir"] < 0.1 and out["topic_tv"]["scir"] < out["topic_tv"]["sgrld"]

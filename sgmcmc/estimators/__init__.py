@@ -4,6 +4,7 @@ so every dynamics works with every estimator (SPEC §8). ``params`` carry the le
 estimators with a schedule of their own, e.g. SVRG's anchor refresh)."""
 
 from .control_variate import ControlVariateGradient
+from .counts import CountsEstimate, MinibatchCounts
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
-__all__ = ["ControlVariateGradient", "FULL_GRADIENT_BATCH_ROWS", "MinibatchGradient", "value_and_grad"]
+__all__ = ["ControlVariateGradient", "CountsEstimate", "MinibatchCounts", "FULL_GRADIENT_BATCH_ROWS", "MinibatchGradient", "value_and_grad"]
