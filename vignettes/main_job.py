@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     by_chain = out.by_chain()
     losses = np.stack([test_log_loss(b, w, test[:, 1:], test[:, 0]) for b, w in zip(by_chain["bias"], by_chain["beta"])])
     posterior_mean_loss = float(np.mean(losses[:, burn:]))
-    kept = sgmcmc.Samples({k: v[:, burn:] for k, v in by_chain.items()}, n_chains=args.chains)
+    kept = sgmcmc.Samples({k: v[:, burn:] if args.chains > 1 else v[0, burn:] for k, v in by_chain.items()},
+                          n_chains=args.chains)
     table = sgmcmc.summary(kept)
     flags = not_mixed(table)
     prior_loss = float(np.log(2.0))
