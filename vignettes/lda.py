@@ -14,8 +14,7 @@ with known, sparse topics. That also lets us measure topic recovery against the 
 
 As in the thesis both samplers use the decreasing stepsize h(1 + t/τ)^(−κ) (SCIR: h = 0.5,
 τ = 10, κ = 0.33; SGRLD: h = 0.01, τ = 1000, κ = 0.6, Table B.5.2), given as a schedule (a
-callable of the iteration t). ``sgmcmc.schedules.polynomial`` is used if this installation has it;
-otherwise the local :class:`Polynomial` below, which has the same formula. One prior for both
+callable of the iteration t): ``sgmcmc.schedules.polynomial``. One prior for both
 (α = 0.05 on the topics, a = 0.1 on the documents' proportions) so the perplexities compare.
 
 Reported: held-out perplexity every few iterations (document completion: θ_d estimated from the
@@ -43,22 +42,7 @@ TOPIC_ALPHA = 0.05  # α: the topics' prior φ_k ~ Dir(α) (the samplers' alpha)
 SCHEDULES = {"scir": (0.5, 10.0, 0.33), "sgrld": (0.01, 1000.0, 0.6)}
 
 
-class Polynomial:
-    """h (1 + t/τ)^(−κ) at the 1-based iteration t, evaluated in-graph (a stand-in with the same
-    formula for ``sgmcmc.schedules.polynomial``, which another part of the package provides)."""
-
-    def __init__(self, h: float, tau: float, kappa: float):
-        self.h, self.tau, self.kappa = h, tau, kappa
-
-    def __call__(self, t):
-        t = tf.cast(t, tf.float64)
-        return self.h * tf.pow(1.0 + t / self.tau, -self.kappa)
-
-
-try:
-    from sgmcmc.schedules import polynomial
-except ImportError:
-    polynomial = Polynomial
+from sgmcmc.schedules import polynomial  # noqa: E402
 
 
 # --- The corpus: generated from the model (no network) ---------------------------------------
