@@ -12,6 +12,8 @@ so the user's ``log_prior`` is a density on the constrained scale, and a flat pr
 rank of the unconstrained value, ``len(b.inverse_event_shape(shape))``, so bijectors whose
 unconstrained shape differs from the parameter's (``SoftmaxCentered``: ``[k]`` from ``[k + 1]``;
 ``CorrelationCholesky``, ``FillScaleTriL``: a vector from a matrix) count every element once.
+(With numpy >= 2.4, TFP 0.25's ``SoftmaxCentered()`` cannot be constructed — its ``Pad`` calls
+``np.reshape(..., newshape=)`` — ``IteratedSigmoidCentered()`` maps to the simplex as well.)
 
 :class:`Constrained` is all the samplers need: the starts mapped to the unconstrained scale
 (:meth:`Constrained.to_unconstrained`, refusing values outside a bijector's support), the
@@ -108,9 +110,9 @@ class Constrained:
             x = start[name]
             why = None
             try:
-                u = b.inverse(tf.constant(x, self.dtype))
-                back = b.forward(u).numpy()
-                u = u.numpy()
+                u = b.inverse(tf.constant(x, self.dtype)).numpy()
+                # A fresh tensor: TFP caches forward(inverse(y)) as y for the same tensor object.
+                back = b.forward(tf.constant(u, self.dtype)).numpy()
             except Exception as error:  # e.g. an assertion of validate_args, a shape error
                 why = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
             else:
@@ -123,7 +125,7 @@ class Constrained:
                 raise ValueError(
                     f"the starting value of params[{name!r}] is outside the support of its constraint, the "
                     f"{_describe(b)} ({why}). Give a start on the constrained scale, inside the support "
-                    f"(e.g. > 0 for Softplus/Exp, on the simplex for SoftmaxCentered)"
+                    f"(e.g. > 0 for Softplus/Exp, on the simplex for IteratedSigmoidCentered/SoftmaxCentered)"
                 )
             if u.shape != self.unconstrained_shapes[name]:
                 raise ValueError(
