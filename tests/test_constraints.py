@@ -46,7 +46,7 @@ def sd_model(seed: int = 3):
     return log_lik, log_prior, {"x": x}, posterior
 
 
-def ks_of_variance(method: str, bijector, seed: int, n_iters: int = 6_000, n_chains: int = 10) -> float:
+def ks_of_variance(method: str, bijector, seed: int, n_iters: int = 4_000, n_chains: int = 10) -> float:
     log_lik, log_prior, data, posterior = sd_model()
     extra = dict(opt_stepsize=1e-4, n_iters_opt=0) if method.endswith("cv") else {}
     out = getattr(sgmcmc, method)(
@@ -57,6 +57,11 @@ def ks_of_variance(method: str, bijector, seed: int, n_iters: int = 6_000, n_cha
     assert np.all(out["sd"] > 0)
     np.testing.assert_allclose(out["sd"], bijector.forward(out.unconstrained["sd"]).numpy(), rtol=1e-12)
     return st.kstest(out["sd"].ravel() ** 2, posterior.cdf).statistic
+
+
+def _no_jacobian(self, params):
+    """The broken variant: the log prior without log|det J|."""
+    return tf.constant(0.0, self.dtype)
 
 
 CASES = [("sgld", tfb.Exp()), ("sgldcv", tfb.Softplus())]
@@ -70,7 +75,7 @@ def test_posterior_of_the_sd(method, bijector):
 
 @pytest.mark.parametrize("method, bijector", CASES, ids=["sgld-Exp", "sgldcv-Softplus"])
 def test_wrong_jacobian_fails_the_same_check(method, bijector, monkeypatch):
-    monkeypatch.setattr(C.Constrained, "log_det_jacobian", lambda self, params: tf.constant(0.0, self.dtype))
+    monkeypatch.setattr(C.Constrained, "log_det_jacobian", _no_jacobian)
     d = ks_of_variance(method, bijector, seed=1)
     assert d > KS_TOL, f"without the Jacobian the KS distance is only {d:.4f}: the check cannot see it"
 

@@ -56,11 +56,11 @@ def regression(quick: bool, out) -> dict:
     rss = np.sum((y - X @ np.linalg.lstsq(X, y, rcond=None)[0]) ** 2)
     exact = st.invgamma(A0 + (n - d) / 2, scale=B0 + rss / 2)
 
-    n_iters = 4_000 if quick else 40_000
+    n_iters = 3_000 if quick else 40_000
     with timed("A: sgldcv with constraints"):
         chains = sgmcmc.sgldcv(
             reg_log_lik, {"X": X, "y": y}, {"beta": np.zeros(d), "sigma": 1.0}, stepsize=2e-5,
-            opt_stepsize=1e-5, minibatch_size=100, n_iters=n_iters, n_iters_opt=2_000, burn_in=500,
+            opt_stepsize=1e-5, minibatch_size=100, n_iters=n_iters, n_iters_opt=1_000 if quick else 5_000, burn_in=500,
             log_prior=reg_log_prior, verbose=False, seed=21, dtype=F64, n_chains=4,
             constraints={"sigma": tfb.Softplus()},
         )
@@ -109,7 +109,7 @@ def hierarchical(quick: bool, out) -> dict:
     start = {"mu": np.zeros(G), "m": 0.0, "tau": 1.0}
     cons = {"tau": tfb.Exp()}
     common = dict(log_prior=hier_log_prior, verbose=False, dtype=F64, constraints=cons, burn_in=1_000)
-    n_ref, n_sg = (20_000, 8_000) if quick else (200_000, 50_000)
+    n_ref, n_sg = (12_000, 6_000) if quick else (200_000, 50_000)
     with timed("B: reference (full-batch Langevin, small stepsize)"):
         ref = sgmcmc.sgld(hier_log_lik, data, start, 2e-3, minibatch_size=len(y), n_iters=n_ref, seed=1,
                           n_chains=4, thin=5, **common)
