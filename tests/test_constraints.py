@@ -1,6 +1,6 @@
 """Constrained parameters (SPEC §10, issue 13 items 3–4) and ``n_iters_opt=0``.
 
-The posterior check: x_i ~ N(0, σ²), i = 1..N (N = 20, known mean), prior σ² ~ InvGamma(a, b)
+The posterior check: x_i ~ N(0, σ²), i = 1..N (N = 6, known mean), prior σ² ~ InvGamma(a = 2, b)
 written as a density of σ (``log_prior(σ) = log IG(σ²) + log 2σ``). The posterior of σ² is
 InvGamma(a + N/2, b + Σx²/2). σ is sampled through Exp (SGLD) and Softplus (SGLD-CV anchored at
 the start) with many chains, and the sampled σ² is compared with that inverse gamma by the
@@ -9,9 +9,18 @@ like Exp, so the Jacobian (≈ σ for both) shifts the posterior by about half a
 dropping it (a test-only monkeypatch of :meth:`Constrained.log_det_jacobian`) must fail the
 same check.
 
-Calibration (seeds 1, 2, 3; 20 chains, ε = 1e-3, 20,000 iterations, burn-in 1,000, thin 40,
-so 9,500 draws): see CALIBRATION below; the tolerance sits between the largest D of the right
-Jacobian and the smallest D of the wrong one.
+Calibration (10 chains, ε = 3e-3, N = 6, minibatch 3, 10,000 iterations, burn-in 500, thin 20:
+4,750 draws; KS distance D of σ² to the exact inverse gamma):
+
+    right Jacobian  sgld/Exp       seeds 1–4: 0.0151 0.0084 0.0158 0.0213
+                    sgldcv/Softplus seeds 1–4: 0.0111 0.0101 0.0179 0.0304
+    no Jacobian     sgld/Exp       seeds 1–2: 0.0860 0.0920
+                    sgldcv/Softplus seeds 1–2: 0.0797 0.0864
+
+(With 4,000 iterations seed 3 reached 0.048/0.057, too close to the wrong variant.) The
+tolerance KS_TOL = 0.045 sits between the largest right D and the smallest wrong one; the
+expected D of the wrong variant is the KS distance between InvGamma(a + N/2) and
+InvGamma(a + N/2 + 1/2), 0.090.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from sgmcmc import constraints as C
 tfb, tfd = tfp.bijectors, tfp.distributions
 
 N, A, B, SIGMA = 6, 2.0, 0.04, 0.2
-KS_TOL = 0.05  # see the module docstring
+KS_TOL = 0.045  # see the module docstring
 
 
 def sd_model(seed: int = 3):
@@ -46,7 +55,7 @@ def sd_model(seed: int = 3):
     return log_lik, log_prior, {"x": x}, posterior
 
 
-def ks_of_variance(method: str, bijector, seed: int, n_iters: int = 4_000, n_chains: int = 10) -> float:
+def ks_of_variance(method: str, bijector, seed: int, n_iters: int = 10_000, n_chains: int = 10) -> float:
     log_lik, log_prior, data, posterior = sd_model()
     extra = dict(opt_stepsize=1e-4, n_iters_opt=0) if method.endswith("cv") else {}
     out = getattr(sgmcmc, method)(
