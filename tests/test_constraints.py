@@ -269,3 +269,31 @@ def test_n_iters_opt_zero_with_constraints_step_api():
     sess = sgmcmc.init_sess(sampler)
     np.testing.assert_allclose(sampler._anchor["s"].numpy(), np.log(1.5), rtol=1e-6)  # anchored at ξ₀
     np.testing.assert_allclose(sgmcmc.get_params(sampler, sess)["s"], 1.5, rtol=1e-6)
+
+
+EVERY_SAMPLER = {
+    "sgld": {}, "sghmc": dict(L=2), "sgnht": {}, "psgld": {}, "hamcmc": dict(memory=2),
+    "sgldcv": dict(opt_stepsize=1e-4, n_iters_opt=5), "sghmccv": dict(opt_stepsize=1e-4, n_iters_opt=5, L=2),
+    "sgnhtcv": dict(opt_stepsize=1e-4, n_iters_opt=5),
+}
+
+
+@pytest.mark.parametrize("method", list(EVERY_SAMPLER))
+def test_every_sampler_takes_constraints(method):
+    log_lik, data = _scalar_model()
+    out = getattr(sgmcmc, method)(
+        log_lik, data, {"s": 1.5}, 1e-4, minibatch_size=10, n_iters=20, verbose=False, seed=1,
+        constraints={"s": tfb.Exp()}, **EVERY_SAMPLER[method],
+    )
+    assert np.all(out["s"] > 0) and out["s"].shape == (20,)
+    np.testing.assert_allclose(out["s"], np.exp(out.unconstrained["s"]), rtol=1e-6)
+
+
+def test_a_sampler_without_constraints_support_refuses_them(monkeypatch, no_sampler):
+    """The error path scir/sgrld use (Method(..., supports_constraints=False))."""
+    from sgmcmc import samplers
+
+    monkeypatch.setitem(samplers.METHODS, "sgld", samplers.Method(samplers._sgld, supports_constraints=False))
+    log_lik, data = _scalar_model()
+    with pytest.raises(ValueError, match="sgld does not take constraints"):
+        sgmcmc.sgld(log_lik, data, {"s": 1.5}, 1e-4, constraints={"s": tfb.Exp()})
