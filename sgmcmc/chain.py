@@ -145,8 +145,12 @@ class _Storage:
             a = a[:, :m]
             return a[0] if self.sampler.n_chains == 1 else a
 
+        draws, unconstrained = {name: layout(a) for name, a in self.draws.items()}, None
+        if self.sampler.constraints is not None:  # the chain ran on the unconstrained scale
+            draws, unconstrained = self.sampler.constraints.to_constrained(draws), draws
         return Samples(
-            {name: layout(a) for name, a in self.draws.items()},
+            draws,
+            unconstrained=unconstrained,
             n_chains=self.sampler.n_chains,
             gradients=None if self.gradients is None else {n: layout(a) for n, a in self.gradients.items()},
             log_posterior=layout(self.log_posterior),

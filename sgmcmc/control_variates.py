@@ -14,9 +14,11 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     r"""Run ``n_iters_opt`` steps of :math:`\hat\theta \leftarrow \hat\theta + h\,g(\hat\theta)`
     from the first starting values, compute :math:`\nabla\log p(\hat\theta|x)` over the full
     dataset in batches, and fix the control variate there. With one start for all chains the
-    chains start at :math:`\hat\theta` (R); with a list of starts each keeps its own."""
+    chains start at :math:`\hat\theta` (R); with a list of starts each keeps its own.
+    ``n_iters_opt=0`` skips the search: the control variate is anchored at the first start."""
     settings = sampler.control_variate
-    run_mode_search(sampler, settings.n_iters_opt, verbose)
+    if settings.n_iters_opt:
+        run_mode_search(sampler, settings.n_iters_opt, verbose)
     anchor_grad = sampler.full_data_gradient_at_mode()
     for name, g in anchor_grad.items():
         if not np.all(np.isfinite(g.numpy())):

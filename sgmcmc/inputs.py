@@ -178,14 +178,14 @@ def check_positive(value: Any, what: str) -> float:
     return float(value)
 
 
-def check_count(value: Any, what: str) -> int:
+def check_count(value: Any, what: str, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:
             raise TypeError(f"{what} must be a whole number, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{what} must be a positive whole number, got {value}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{what} must be a {'whole number >= 0' if allow_zero else 'positive whole number'}, got {value}")
     return int(value)
 
 

@@ -10,6 +10,11 @@ pass the same global iteration ``t``, so the same seed gives the same chain.
 K chains are stepped together: every state tensor has a leading chain axis (see
 :mod:`sgmcmc.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
 for one chain (R), ``[K, *shape]`` for several.
+
+With ``constraints`` the sampler is built on the unconstrained scale (starts, wrapped
+``log_lik``/``log_prior``, :mod:`sgmcmc.constraints`): its state, ``shapes`` and stored
+gradients are unconstrained, and only :meth:`Sampler.get_params` and the returned samples map
+back to the constrained scale.
 """
 
 from __future__ import annotations
@@ -90,7 +95,11 @@ class Sampler:
     ----------
     params : dict[str, tf.Variable]
         The current state, ``shape`` per parameter for one chain, ``(n_chains, *shape)`` for
-        several. User code may read it (e.g. a test-set log-loss) after every step.
+        several. User code may read it (e.g. a test-set log-loss) after every step. With
+        ``constraints`` these are the UNconstrained values ξ the chain moves;
+        :meth:`get_params` gives the constrained θ = b(ξ).
+    constraints : sgmcmc.constraints.Constrained or None
+        The bijectors and shapes when the sampler was set up with ``constraints``.
     method : str
         ``"sgld"``, ``"sghmccv"``, …
     seed : int
@@ -117,6 +126,7 @@ class Sampler:
         starts_given_per_chain: bool = False,
         settings: dict | None = None,
         make_estimator=None,
+        constraints=None,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
         in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused)."""
@@ -129,6 +139,7 @@ class Sampler:
         self.n_rows = len(next(iter(dataset.values())))
         self.control_variate = control_variate
         self.settings = dict(settings or {})
+        self.constraints = constraints  # starts and functions are already unconstrained (_build)
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
         self._starts = starts
         self._starts_given_per_chain = starts_given_per_chain
@@ -497,8 +508,10 @@ class Sampler:
         self.initialised = True
 
     def get_params(self) -> dict[str, np.ndarray]:
+        """The current state on the user's (constrained) scale, as numpy arrays."""
         self._require_initialised()
-        return {k: np.array(v.numpy()) for k, v in self.params.items()}
+        values = {k: np.array(v.numpy()) for k, v in self.params.items()}
+        return values if self.constraints is None else self.constraints.to_constrained(values)
 
     def _require_initialised(self) -> None:
         if not self.initialised:

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import inputs
+from .constraints import Constrained, check_constraints
 from .chain import run_chain
 from .checkpoints import CheckpointDirectory, fingerprint
 from .dynamics import SGHMC, SGLD, SGNHT
@@ -34,6 +35,9 @@ class Method:
     #: "log_lik": the user gives log_lik and log_prior (gradient samplers); "counts": the user gives
     #: counts and alpha (simplex samplers, see the block at the end).
     model: str = "log_lik"
+    #: False for samplers whose parameters already live on their support (scir, sgrld): passing
+    #: ``constraints`` to them is refused (SPEC §10).
+    supports_constraints: bool = True
 
 
 def _sgld(args, names):
@@ -90,6 +94,10 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
     dtype = inputs.as_dtype(args["dtype"])
     starts, per_chain = _starts(args["params"], args["n_chains"], dtype)
     names = list(starts[0])
+    constrained = _constrained(method, spec, args.get("constraints"), starts[0], dtype)
+    if constrained is not None:  # before the trial evaluation: a start outside a support is refused here
+        unconstrained = {id(s): constrained.to_unconstrained(s) for s in starts}
+        starts = [unconstrained[id(s)] for s in starts]
     kernel = spec.make_kernel(args, names)
     cv = None
     if spec.control_variate:
@@ -100,7 +108,7 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
             )
         cv = ControlVariateSettings(
             inputs.per_parameter(args["opt_stepsize"], names, "opt_stepsize"),
-            inputs.check_count(args["n_iters_opt"], "n_iters_opt"),
+            inputs.check_count(args["n_iters_opt"], "n_iters_opt", allow_zero=True),
             bool(args.get("verbose", True)),
         )
     seed = args["seed"]
@@ -108,19 +116,39 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(args["dataset"], dtype)
     n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
+    log_lik, log_prior = args.get("log_lik"), args.get("log_prior")
+    model = None
     if spec.model == "counts":
         model = _counts_model(args, starts, data, n, dtype)
     else:
-        inputs.trial_evaluation(args["log_lik"], args["log_prior"], data, starts[0], dtype, check_model=args["check_model"])
-        model = {"log_lik": args["log_lik"], "log_prior": args["log_prior"]}
+        # The user's functions at the user's (constrained) start: errors name their own code.
+        first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
+        inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=args["check_model"])
     settings = {h: args[h] for h in spec.hyperparameters}
     settings.update(minibatch_size=n, dtype=dtype.name)
     if cv is not None:
         settings.update(opt_stepsize=args["opt_stepsize"], n_iters_opt=cv.n_iters_opt)
+    if constrained is not None:
+        settings.update(constraints=dict(constrained.bijectors))
+        log_lik, log_prior = constrained.wrap(log_lik, log_prior)
     return Sampler(
-        method, kernel, model.get("log_lik"), model.get("log_prior"), data, starts, n, seed, dtype, cv,
-        starts_given_per_chain=per_chain, settings=settings, make_estimator=model.get("make_estimator"),
+        method, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
+        starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
+        make_estimator=None if model is None else model.get("make_estimator"),
     )
+
+
+def _constrained(method: str, spec: Method, constraints: Any, start: dict[str, np.ndarray], dtype: tf.DType):
+    """The :class:`~sgmcmc.constraints.Constrained` map of ``constraints``, or None."""
+    if constraints is not None and not spec.supports_constraints:
+        raise ValueError(
+            f"{method} does not take constraints: its parameters already live on their support "
+            f"(the simplex); remove constraints=..."
+        )
+    bijectors = check_constraints(constraints, list(start))
+    if not bijectors:
+        return None
+    return Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype)
 
 
 def _keep(n_iters: Any, burn_in: Any, thin: Any) -> tuple[int, Keep]:
@@ -242,10 +270,19 @@ _SETUP_PARAMETERS = """
         ``tf.float32`` (default) or ``tf.float64``.
     n_chains : int, keyword-only
         K chains stepped together in one compiled loop, each with its own minibatches and noise.
+    constraints : dict, keyword-only
+        Name -> ``tfp.bijectors.Bijector`` θ = b(ξ) (e.g. ``Softplus()`` for a positive
+        parameter, ``SoftmaxCentered()`` for a simplex, ``CorrelationCholesky()``). Starting
+        values and samples are on the constrained scale (θ) and ``log_lik``/``log_prior`` see
+        θ; the chain moves ξ, and the log prior gains log|det J_b(ξ)|. ``log_prior`` is a
+        density of θ, so ``log_prior=None`` is flat on the constrained scale (the Jacobian is
+        still added). A start outside a bijector's support is refused. Stored gradients are
+        with respect to ξ (``Samples.unconstrained``); ``get_params`` returns θ while
+        ``sampler.params`` holds the chain's state ξ. See :mod:`sgmcmc.constraints`.
 """
 
 
-def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     return _build("sgld", locals())
 
 
@@ -253,7 +290,7 @@ sgld_setup.__doc__ = r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\e
 """ + _SETUP_PARAMETERS
 
 
-def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
@@ -263,7 +300,7 @@ def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sghmc", locals())
 
 
-def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
     thermostat :math:`\alpha = a` per parameter; each iteration
     :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
@@ -272,23 +309,24 @@ def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sgnht", locals())
 
 
-def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
     mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
-    the first start; one mode search and one full-data gradient shared by all chains).
+    the first start; one mode search and one full-data gradient shared by all chains);
+    ``n_iters_opt=0`` anchors the control variate at the first start (no mode search).
     ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as
     :func:`sgld_setup`."""
     return _build("sgldcv", locals())
 
 
-def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     """Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sghmccv", locals())
 
 
-def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     """Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sgnhtcv", locals())
@@ -300,7 +338,9 @@ _CHAIN_OPTIONS = """
     Chain options (keyword-only, SPEC §7): ``n_chains`` (K chains in one compiled loop; ``params``
     one dict or a list of K dicts), ``burn_in`` and ``thin`` (kept iterations ``burn_in + thin``,
     ``burn_in + 2·thin``, …), ``store_gradients`` (also keep the estimator's gradient at every
-    kept sample), ``check_model`` (False skips the model checks of the trial evaluation).
+    kept sample), ``constraints`` as for the ``*_setup`` functions: with constraints the draws
+    are constrained, ``Samples.unconstrained`` holds the chain's values and
+    ``settings["constraints"]`` the bijectors.
 
     Long runs (SPEC §10): with ``checkpoint_dir``, the state and the samples kept so far are
     saved there every ``checkpoint_every`` iterations (atomically, appended as shards); the same
@@ -316,7 +356,7 @@ _CHAIN_OPTIONS = """
 """
 
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("sgld", locals())
 
 
@@ -324,28 +364,28 @@ sgld.__doc__ = """Run SGLD for ``n_iters`` iterations. Arguments as :func:`sgld_
 """ + _CHAIN_OPTIONS
 
 
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGHMC; arguments as :func:`sghmc_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmc", locals())
 
 
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGNHT; arguments as :func:`sgnht_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnht", locals())
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGLD-CV: the mode search, then ``n_iters`` iterations. Arguments as
     :func:`sgldcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgldcv", locals())
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmccv", locals())
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnhtcv", locals())
 
@@ -410,19 +450,19 @@ _HAMCMC_DOC = r"""Hessian-approximated MCMC (Şimşekli et al. 2016, Eq. 10, Alg
     predecessor made at it on its own minibatch. Other arguments as :func:`sgld_setup`."""
 
 
-def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     return _build("psgld", locals())
 
 
-def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, check_model=True) -> Sampler:
+def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
     return _build("hamcmc", locals())
 
 
-def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("psgld", locals())
 
 
-def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
     return _run("hamcmc", locals())
 
 
@@ -487,8 +527,8 @@ def _counts_model(args, starts, data, n, dtype) -> dict[str, Any]:
 
 
 METHODS.update(
-    scir=Method(_scir, hyperparameters=("stepsize", "alpha"), model="counts"),
-    sgrld=Method(_sgrld, hyperparameters=("stepsize", "alpha"), model="counts"),
+    scir=Method(_scir, hyperparameters=("stepsize", "alpha"), model="counts", supports_constraints=False),
+    sgrld=Method(_sgrld, hyperparameters=("stepsize", "alpha"), model="counts", supports_constraints=False),
 )
 
 _SIMPLEX_PARAMETERS = """

@@ -139,8 +139,7 @@ def test_readme_names_every_vignette_and_figure():
         assert figure in readme, figure
 
 
-# == simplex samplers (scir / sgrld) vignettes ==================================================
-
+# == simplex samplers (scir / sgrld) vignettes ===========================================
 
 def test_sparse_dirichlet(tmp_path):
     out = run_quick("sparse_dirichlet", tmp_path)
@@ -157,3 +156,15 @@ def test_lda(tmp_path):
     assert p["scir"][-1] <= p["scir"][0]
     assert p["scir"][-1] < 1.1 * out["true_perplexity"]
     assert out["topic_tv"]["scir"] < 0.1 and out["topic_tv"]["scir"] < out["topic_tv"]["sgrld"]
+=======
+# == regression_constraints (issue 13: constraints) ==========================================
+def test_regression_constraints(tmp_path):
+    out = run_quick("regression_constraints", tmp_path)
+    assert_pngs(tmp_path, "regression_constraints_sigma.png", "regression_constraints_tau.png")
+    a, b = out["A"], out["B"]
+    # noise sd: SGLD-CV's quantiles within a few posterior sds of the exact ones
+    assert np.all(np.abs(a["sigma_q"] - a["exact_sigma_q"]) < 3 * a["exact_sd"]), (a["sigma_q"], a["exact_sigma_q"])
+    # group-level sd: positive, and the median near the full-batch reference's
+    assert b["tau_min"] > 0
+    assert abs(b["tau_q"][1] - b["ref_tau_q"][1]) < 0.25 * b["ref_tau_q"][1], (b["tau_q"], b["ref_tau_q"])
+# == end regression_constraints ==============================================================
