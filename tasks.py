@@ -38,7 +38,7 @@ def ensure_venv() -> None:
 def main(argv: list[str]) -> int:
     commands = {
         "demo": [PYTHON, ROOT / "vignettes" / "main_job.py"],
-        "test": [PYTHON, "-m", "pytest", "-q", ROOT / "tests"],
+        "test": [PYTHON, "-m", "pytest", "-q", "--durations=15", ROOT / "tests"],
     }
     if argv and argv[0] == "vignette":
         names = sorted(p.stem for p in (ROOT / "vignettes").glob("*.py") if not p.stem.startswith("_"))

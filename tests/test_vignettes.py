@@ -156,7 +156,8 @@ def test_lda(tmp_path):
     assert p["scir"][-1] <= p["scir"][0]
     assert p["scir"][-1] < 1.1 * out["true_perplexity"]
     assert out["topic_tv"]["scir"] < 0.1 and out["topic_tv"]["scir"] < out["topic_tv"]["sgrld"]
-=======
+
+
 # == regression_constraints (issue 13: constraints) ==========================================
 def test_regression_constraints(tmp_path):
     out = run_quick("regression_constraints", tmp_path)
@@ -167,4 +168,7 @@ def test_regression_constraints(tmp_path):
     # group-level sd: positive, and the median near the full-batch reference's
     assert b["tau_min"] > 0
     assert abs(b["tau_q"][1] - b["ref_tau_q"][1]) < 0.25 * b["ref_tau_q"][1], (b["tau_q"], b["ref_tau_q"])
+    # a run saved half way and resumed by a new sampler is the uninterrupted run
+    assert out["C"]["max_difference"] == 0.0
+    assert_pngs(tmp_path, "regression_constraints_resume.png")
 # == end regression_constraints ==============================================================

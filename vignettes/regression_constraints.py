@@ -12,6 +12,8 @@ B. A hierarchical model: group means mu_g ~ N(m, tau^2), y_gi ~ N(mu_g, 1), with
    prior on the group-level sd tau (Exp bijector). The reference is a long exact-gradient
    (full-batch) Langevin run with a small stepsize.
 
+C. A run stopped half way, saved, and resumed by a new sampler equals the uninterrupted run.
+
 Run ``python vignettes/regression_constraints.py`` (about a minute) or ``--quick``.
 """
 
@@ -131,19 +133,56 @@ def hierarchical(quick: bool, out) -> dict:
             "figure": figure}
 
 
+# -- C. a resumed run against an uninterrupted one ------------------------------------------------
+
+
+def resumed_vs_uninterrupted(quick: bool, out) -> dict:
+    """Model B again: one uninterrupted run, and one that stops half way, saves its state, and is
+    resumed by a *new* sampler (as a new process would after a crash) from that save. The two
+    are the same chain, bit for bit. (Whole-chain runs do this by themselves with
+    ``checkpoint_dir=``; tests/test_checkpoints.py kills such a run with SIGKILL and resumes it.)"""
+    import tempfile
+
+    rng = np.random.default_rng(22)
+    mu_true = rng.normal(0.5, 1.5, G)
+    group = np.repeat(np.arange(G), PER_GROUP).astype(np.int32)
+    data = {"y": mu_true[group] + rng.standard_normal(G * PER_GROUP), "group": group}
+    start = {"mu": np.zeros(G), "m": 0.0, "tau": 1.0}
+    setup = dict(log_prior=hier_log_prior, minibatch_size=10, seed=3, n_chains=2, dtype=F64,
+                 constraints={"tau": tfb.Exp()})
+    n = 2_000 if quick else 20_000
+    with timed("C: uninterrupted, then stopped half way + saved + resumed"):
+        whole = sgmcmc.sample_chain(sgmcmc.sgld_setup(hier_log_lik, data, start, 2e-3, **setup), n, verbose=False)
+        first = sgmcmc.sgld_setup(hier_log_lik, data, start, 2e-3, **setup)
+        part1 = sgmcmc.sample_chain(first, n // 2, verbose=False)
+        with tempfile.TemporaryDirectory() as directory:
+            first.save(directory)
+            second = sgmcmc.sgld_setup(hier_log_lik, data, start, 2e-3, **setup)
+            second.restore(directory)
+            part2 = sgmcmc.sample_chain(second, n - n // 2, verbose=False)
+    resumed = np.concatenate([part1["tau"], part2["tau"]], axis=1)
+    difference = float(np.max(np.abs(resumed - whole["tau"])))
+    print(f"C. resumed vs uninterrupted: largest difference in tau over {n} iterations x 2 chains: {difference}")
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    ax.plot(whole["tau"][0], color="0.7", lw=3, label="uninterrupted")
+    ax.plot(np.arange(n // 2), part1["tau"][0], "C0", lw=0.8, label="first half (then saved)")
+    ax.plot(np.arange(n // 2, n), part2["tau"][0], "C3", lw=0.8, label="resumed by a new sampler")
+    ax.axvline(n // 2, color="k", ls=":")
+    ax.set(xlabel="iteration", ylabel=r"$\tau$ (chain 0)", title=f"C. Resumed = uninterrupted (max |diff| = {difference:g})")
+    ax.legend(fontsize=8)
+    figure = savefig(fig, out / "regression_constraints_resume.png")
+    return {"max_difference": difference, "figure": figure}
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the vignette; return its key numbers."""
     args = parse_args("regression_constraints", __doc__.splitlines()[0], argv)
     a = regression(args.quick, args.out)
     b = hierarchical(args.quick, args.out)
 
-    # == PLACEHOLDER: resumed run vs uninterrupted run ===========================================
-    # To be filled by the lead once checkpointing (sampler.save / restore, checkpoint_dir=) is in
-    # main: run B with checkpoint_dir, interrupt it half way, resume, and show that the resumed
-    # constrained run equals the uninterrupted one (draws, unconstrained values, settings).
-    # == END PLACEHOLDER =========================================================================
+    c = resumed_vs_uninterrupted(args.quick, args.out)
 
-    return {"A": a, "B": b, "figures": [a["figure"], b["figure"]]}
+    return {"A": a, "B": b, "C": c, "figures": [a["figure"], b["figure"], c["figure"]]}
 
 
 if __name__ == "__main__":
