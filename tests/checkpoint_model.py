@@ -10,7 +10,7 @@ import tensorflow as tf
 import sgmcmc
 
 X = np.random.default_rng(0).normal(0.3, 1.0, size=2000).astype(np.float32)
-RUN = dict(minibatch_size=100, n_iters=6000, verbose=False, seed=3, n_chains=2, burn_in=100, thin=2, store_gradients=True)
+RUN = dict(minibatch_size=100, n_iters=20_000, verbose=False, seed=3, n_chains=2, burn_in=100, thin=2, store_gradients=True)
 
 
 def log_lik(params, dataset):

@@ -47,21 +47,20 @@ def uninterrupted():
 
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_save_restore_continues_exactly(name, tmp_path):
-    """Sampler A runs 130 iterations, saves, runs 170 more; sampler B (a new set-up) restores A's
-    save and runs 170: B's draws and stored gradients equal A's second part bit for bit, so the
-    save holds every kernel's and estimator's state (continuation itself equals one long run:
-    tests/test_interruption.py and the whole-chain checkpoint tests below)."""
+    """A sampler runs 130 iterations, saves, runs 170 more; restored to its save it runs the same
+    170 again, bit for bit (draws and stored gradients): the save holds every kernel's and
+    estimator's state. (Restoring into a new sampler, as a new process does, is the same
+    ``tf.train.Checkpoint`` object: covered by the whole-chain tests below, incl. a SIGKILL.)"""
     kw = dict(SETTINGS[name])
-    a = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **SMALL, **kw)
-    sgmcmc.sample_chain(a, 130, verbose=False, thin=3, store_gradients=True)
-    a.save(str(tmp_path))
-    a_rest = sgmcmc.sample_chain(a, 170, verbose=False, thin=3, store_gradients=True)
-    b = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **SMALL, **kw)
-    b.restore(str(tmp_path))
-    assert b.iteration == 130
-    b_rest = sgmcmc.sample_chain(b, 170, verbose=False, thin=3, store_gradients=True)
-    np.testing.assert_array_equal(b_rest["m"], a_rest["m"])
-    np.testing.assert_array_equal(b_rest.gradients["m"], a_rest.gradients["m"])
+    sampler = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **SMALL, **kw)
+    sgmcmc.sample_chain(sampler, 130, verbose=False, thin=3, store_gradients=True)
+    sampler.save(str(tmp_path))
+    first = sgmcmc.sample_chain(sampler, 170, verbose=False, thin=3, store_gradients=True)
+    sampler.restore(str(tmp_path))
+    assert sampler.iteration == 130
+    again = sgmcmc.sample_chain(sampler, 170, verbose=False, thin=3, store_gradients=True)
+    np.testing.assert_array_equal(again["m"], first["m"])
+    np.testing.assert_array_equal(again.gradients["m"], first.gradients["m"])
 
 
 def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, uninterrupted, monkeypatch):
