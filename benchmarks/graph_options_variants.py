@@ -48,7 +48,7 @@ def configure(settings: dict) -> None:
     graph_options._options = options
 
 
-def main(k: int = 3000, rounds: int = 5) -> None:
+def main(k: int = 1000, rounds: int = 3) -> None:
     data = logreg_model.make_data(581_012)
     log_lik, log_prior, params = logreg_model.log_lik, logreg_model.log_prior, logreg_model.start()
     samplers = {}
