@@ -33,6 +33,13 @@ MAX_CHUNK = 50_000
 MAX_CHUNK_BYTES = 256 * 2**20
 
 
+def _next_chunk_len(n: int, elapsed: float, first: bool, target: float, max_chunk: int) -> int:
+    """The next chunk's length, aiming at ``target`` seconds a chunk. The first call includes
+    tracing and compilation, so its time says nothing: it only grows the chunk 4×."""
+    growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
+    return int(min(max_chunk, max(1, n * growth)))
+
+
 class _InterruptFlag:
     """SIGINT sets a flag instead of raising, while a run is in progress in the main thread."""
 
@@ -277,9 +284,7 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                 if checkpoint is not None and done < n_iters and sampler.iteration - last_checkpoint >= checkpoint_every:
                     checkpoint(storage, False)
                     last_checkpoint = sampler.iteration
-                # The first call includes tracing and compilation, so its time says nothing.
-                growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
-                chunk_len = int(min(max_chunk, max(1, n * growth)))
+                chunk_len = _next_chunk_len(n, elapsed, first, target, max_chunk)
                 first = False
     finally:
         bar.close()
@@ -310,8 +315,7 @@ def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
             done += n
             bar.update(n)
             bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
-            growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
-            chunk_len = int(min(MAX_CHUNK, max(1, n * growth)))
+            chunk_len = _next_chunk_len(n, elapsed, first, target, MAX_CHUNK)
             first = False
     finally:
         bar.close()

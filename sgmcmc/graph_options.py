@@ -9,7 +9,8 @@ per-call resource container, so the *next* call of the same function fails with
 ``AlreadyExistsError: … AddOpsRewrite_add_1/tmp_var …``. Whether the rewrite fires depends on the
 optimizer's cost estimates (it appeared at N = 300,000 rows with a flat prior, not at 10^5), so a
 user could hit it with any model. Disabling only the memory optimizer, only for our own calls,
-removes the cause; it measured no slower (benchmarks/RESULTS.md) and leaves the user's other
+removes the cause; its cost was within the measurements' noise (≤ 7% in one in-process
+comparison, benchmarks/RESULTS.md) and it leaves the user's other
 TensorFlow code untouched.
 
 The arithmetic optimizer is off too because it reassociates chains of adds differently in the

@@ -19,6 +19,7 @@ back to the constrained scale.
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -491,16 +492,12 @@ class Sampler:
         prefix. A later :meth:`restore` (in this or another process, on a sampler made by the same
         ``*_setup`` call) continues the chain exactly where it was."""
         self._require_initialised()
-        import os
-
         os.makedirs(directory, exist_ok=True)
         return self._checkpoint().write(os.path.join(directory, "sampler"))
 
     def restore(self, directory_or_prefix: str) -> None:
         """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
         sampler is then initialised at that state (no mode search, no reset)."""
-        import os
-
         prefix = directory_or_prefix
         if os.path.isdir(prefix):
             prefix = os.path.join(prefix, "sampler")
