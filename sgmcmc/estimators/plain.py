@@ -38,6 +38,16 @@ def value_and_grad(fn: Callable[[Params], tf.Tensor], params: Params) -> tuple[t
     return value, {name: tf.convert_to_tensor(g) for name, g in grads.items()}
 
 
+def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+    r"""One chain: :math:`\nabla_\theta\log p(x_i|\theta)` for every row i of ``batch``, entries
+    ``[n, *shape]``; their sum over rows is the gradient of ``log_lik(params, batch)``."""
+
+    def one_row(row: dict[str, tf.Tensor]) -> Params:
+        return value_and_grad(lambda p: log_lik(p, {k: v[None] for k, v in row.items()}), params)[1]
+
+    return tf.vectorized_map(one_row, batch, fallback_to_while_loop=True, warn=False)
+
+
 class MinibatchGradient:
     """The plain estimator for ``n_chains`` chains, each with its own minibatch.
 
@@ -92,6 +102,17 @@ class MinibatchGradient:
         dynamics that need estimates at two points on the same minibatch (HAMCMC's pairs)."""
         batch = self.sample_minibatch(rng)
         return lambda params: self.value_and_grad(params, batch, self.scale)
+
+    def per_row_gradients(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+        r"""Per chain and row, :math:`\nabla\log p(x_i|\theta)` (no prior, no scaling): entries
+        ``[K, n, *shape]`` for ``batch`` entries ``[K, n, ...]`` (SAGA's table, OSGLD's gradient
+        covariance). The user's ``log_lik`` is called on one-row datasets, vectorised over rows."""
+
+        def one_chain(args):
+            chain_params, chain_batch = args
+            return per_row_gradients(self.log_lik, chain_params, chain_batch)
+
+        return map_over_chains(one_chain, (params, batch), self.n_chains)
 
     def full_data_gradient(self, params: Params) -> Params:
         r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, summed in batches of
