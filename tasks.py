@@ -38,7 +38,10 @@ def ensure_venv() -> None:
 def main(argv: list[str]) -> int:
     commands = {
         "demo": [PYTHON, ROOT / "vignettes" / "main_job.py"],
-        "test": [PYTHON, "-m", "pytest", "-q", "--durations=15", ROOT / "tests"],
+        # Two worker processes (the suite's time is mostly single-threaded graph tracing); a
+        # test file stays on one worker so its module-scoped fixtures are built once.
+        # ``python3 tasks.py test -n 0`` runs serially.
+        "test": [PYTHON, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--durations=15", ROOT / "tests"],
     }
     if argv and argv[0] == "vignette":
         names = sorted(p.stem for p in (ROOT / "vignettes").glob("*.py") if not p.stem.startswith("_"))

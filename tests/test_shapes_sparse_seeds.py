@@ -16,6 +16,10 @@ tfd = tfp.distributions
 
 SAMPLERS = ("sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv")
 CV_SAMPLERS = ("sgldcv", "sghmccv", "sgnhtcv")
+#: Seeds and the gather/one-hot equality are properties of the random streams and the estimator,
+#: shared by every dynamics: one plain and one CV sampler with inner steps cover them (each run
+#: compiles anew, ~5 s; all six took 250 s of the suite).
+PAIR = ("sgld", "sghmccv")
 
 
 def _short_opt(name):
@@ -199,7 +203,7 @@ def test_integer_group_labels_stay_integers(sparse_model):
     assert seen["group"].is_integer
 
 
-@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("name", PAIR)
 def test_sparse_gather_equals_dense_one_hot(name, sparse_model):
     m = sparse_model
     args = dict(SPARSE_SETTINGS[name], log_prior=m["log_prior"], minibatch_size=100, n_iters=300, verbose=False, seed=4)
@@ -232,7 +236,7 @@ def test_sparse_sgldcv_posterior_means(sparse_model):
 # -- (c) seeds ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("name", PAIR)
 def test_seeds(name, small_gauss, run):
     kwargs = dict(n_iters=150, **_short_opt(name))
     a = run(name, small_gauss, seed=10, **kwargs)["theta"]

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # Thesis run lengths: 10^4 steps burn-in (the control-variate samplers: 10^4 mode-search
     # steps instead), then 10^4 steps; sghmc and sghmccv cost L = 5 gradients a step, so 2,000.
-    n_steps, n_opt, every = (400, 400, 20) if args.quick else (10_000, 10_000, 100)
+    n_steps, n_opt, every = (200, 200, 20) if args.quick else (10_000, 10_000, 100)
 
     # Starting values: weights ~ N(0, 1) as in the thesis; precisions 1, which those weights
     # imply. (The thesis drew them from Gamma(1, 1); a small draw makes the gradient
