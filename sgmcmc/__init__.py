@@ -12,7 +12,7 @@ _quiet_tensorflow_startup()
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from . import schedules
 from .datasets import get_dataset
-from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError
+from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
 from .sampler import Sampler
 from .samplers import (
     hamcmc,
@@ -39,6 +39,7 @@ from .samplers import (
 )
 from .samples import Samples
 from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
+from .tuning import StepsizeCheck, check_stepsize, tune_stepsize
 
 __all__ = [
     "DivergenceError",
@@ -48,6 +49,9 @@ __all__ = [
     "SamplingError",
     "Samples",
     "Session",
+    "StepsizeCheck",
+    "StepsizeWarning",
+    "check_stepsize",
     "full_gradients",
     "get_dataset",
     "ksd",
@@ -57,6 +61,7 @@ __all__ = [
     "stein_thin",
     "summary",
     "to_inference_data",
+    "tune_stepsize",
     "zv",
     "get_log_posterior",
     "get_params",

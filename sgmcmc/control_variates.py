@@ -8,6 +8,7 @@ import numpy as np
 from .chain import run_mode_search
 from .errors import DivergenceError
 from .sampler import Sampler
+from .tuning.curvature import warn_if_stepsize_too_large
 
 
 def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
@@ -15,7 +16,10 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     from the first starting values, compute :math:`\nabla\log p(\hat\theta|x)` over the full
     dataset in batches, and fix the control variate there. With one start for all chains the
     chains start at :math:`\hat\theta` (R); with a list of starts each keeps its own.
-    ``n_iters_opt=0`` skips the search: the control variate is anchored at the first start."""
+    ``n_iters_opt=0`` skips the search: the control variate is anchored at the first start.
+    Then the stepsize is checked against the curvature there (a
+    :class:`~sgmcmc.StepsizeWarning` if it distorts the sd by more than 10 %,
+    :func:`sgmcmc.check_stepsize`)."""
     settings = sampler.control_variate
     if settings.n_iters_opt:
         run_mode_search(sampler, settings.n_iters_opt, verbose)
@@ -28,3 +32,4 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
                 iteration=settings.n_iters_opt,
             )
     sampler.set_anchor(anchor_grad)
+    warn_if_stepsize_too_large(sampler)  # before sampling: stepsize x curvature at the mode

@@ -53,3 +53,10 @@ class Interrupted(KeyboardInterrupt):
 
 class NotInitialisedError(RuntimeError):
     """``sgmcmc_step`` or ``get_params`` was called before ``init_sess``."""
+
+
+class StepsizeWarning(UserWarning):
+    """The stepsize is large for the posterior's curvature: the discretised chain's stationary
+    sd along the stiffest direction is distorted by more than the stated proportion (see
+    :func:`sgmcmc.check_stepsize`). Silence it with
+    ``warnings.filterwarnings("ignore", category=sgmcmc.StepsizeWarning)``."""

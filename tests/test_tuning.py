@@ -1,0 +1,169 @@
+"""The stepsize sanity check and tune_stepsize, against known answers.
+
+Model: Bayesian linear regression with known noise sd and N(0, 1) priors, whose posterior is
+Gaussian with precision A = XᵀX/σ² + I (closed form), in float64.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import sgmcmc
+from sgmcmc.schedules import Schedule
+from sgmcmc.tuning.curvature import largest_safe_mu, sd_ratio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference_sghmc import sghmc_stationary_variance  # noqa: E402
+
+SIGMA = 0.5
+N = 200
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(N, 3)) * np.array([1.0, 3.0, 0.3])
+    y = X @ np.array([1.0, -1.0, 2.0]) + SIGMA * rng.normal(size=N)
+
+    def log_lik(p, ds):
+        return -0.5 * tf.reduce_sum((ds["y"] - tf.linalg.matvec(ds["X"], p["beta"])) ** 2) / SIGMA**2
+
+    def log_prior(p):
+        return -0.5 * tf.reduce_sum(p["beta"] ** 2) - 0.5 * p["c"] ** 2
+
+    A = np.zeros((4, 4))
+    A[:3, :3] = X.T @ X / SIGMA**2 + np.eye(3)
+    A[3, 3] = 1.0
+    return dict(log_lik=log_lik, log_prior=log_prior, data={"X": X, "y": y}, A=A,
+                start={"beta": np.zeros(3), "c": np.float64(0.0)})
+
+
+def test_power_iteration_finds_the_largest_eigenvalue(model):
+    lam = np.linalg.eigvalsh(model["A"])[-1]
+    r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 1e-6, model["log_prior"], tol=1e-10, warn=False)
+    assert r.curvature == pytest.approx(lam, rel=1e-8)
+    assert r.scaled_curvature == pytest.approx(1e-6 * lam, rel=1e-8)
+    assert r.curvature_per_parameter["beta"] == pytest.approx(np.linalg.eigvalsh(model["A"][:3, :3])[-1], rel=1e-8)
+    assert r.curvature_per_parameter["c"] == pytest.approx(1.0, rel=1e-8)
+    # A dict of stepsizes: the criterion is on the top eigenvalue of E^½ A E^½.
+    steps = {"beta": 1e-4, "c": 0.5}
+    e = np.sqrt(np.array([1e-4] * 3 + [0.5]))
+    r2 = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], steps, model["log_prior"], tol=1e-10, warn=False, per_parameter=False)
+    assert r2.scaled_curvature == pytest.approx(np.linalg.eigvalsh(e[:, None] * model["A"] * e[None, :])[-1], rel=1e-8)
+
+
+def _sgld_sd_ratio_by_recursion(A: np.ndarray, eps: float) -> float:
+    """Stationary sd of exact-gradient SGLD x' = (I − εA/2)x + √ε ξ along A's top eigenvector,
+    over the posterior's, from the discrete Lyapunov equation Σ = MΣMᵀ + εI (vectorised)."""
+    d = len(A)
+    m = np.eye(d) - 0.5 * eps * A
+    cov = np.linalg.solve(np.eye(d * d) - np.kron(m, m), eps * np.eye(d).reshape(-1)).reshape(d, d)
+    w, v = np.linalg.eigh(A)
+    top = v[:, -1]
+    return float(np.sqrt(top @ cov @ top * w[-1]))
+
+
+def test_warning_and_safe_stepsize(model):
+    lam = np.linalg.eigvalsh(model["A"])[-1]
+    readme_like = 2.0 / lam  # stepsize x curvature = 2: sd 1.41x too wide
+    with pytest.warns(sgmcmc.StepsizeWarning, match="keeps it within 10%"):
+        r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], readme_like, model["log_prior"], tol=1e-10)
+    assert r.too_large and r.sd_ratio == pytest.approx(_sgld_sd_ratio_by_recursion(model["A"], readme_like), rel=1e-6)
+    safe = r.safe_stepsize
+    # The recommended stepsize gives exactly the stated distortion; 5 % more exceeds it.
+    assert _sgld_sd_ratio_by_recursion(model["A"], safe) == pytest.approx(1.1, abs=1e-6)
+    assert _sgld_sd_ratio_by_recursion(model["A"], 1.05 * safe) > 1.1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sgmcmc.StepsizeWarning)
+        ok = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 0.9 * safe, model["log_prior"], tol=1e-10)
+    assert not ok.too_large
+
+
+def test_sghmc_criterion_matches_the_exact_recursion():
+    for alpha, L in [(0.01, 5), (0.1, 3)]:
+        mu = largest_safe_mu("sghmc", 0.1, alpha=alpha, L=L)
+        # reference_sghmc works on N(0, s2) with stepsize eps: mu = eps / s2.
+        assert math.sqrt(sghmc_stationary_variance(1.0, mu, alpha, L)) == pytest.approx(1.1, abs=1e-6)
+        assert sd_ratio("sghmc", 0.5 * mu, alpha=alpha, L=L) == pytest.approx(
+            math.sqrt(sghmc_stationary_variance(1.0, 0.5 * mu, alpha, L)), rel=1e-12
+        )
+
+
+def test_cv_sampler_warns_before_sampling(model):
+    lam = np.linalg.eigvalsh(model["A"])[-1]
+    args = (model["log_lik"], model["data"], model["start"])
+    kw = dict(opt_stepsize=1e-4, log_prior=model["log_prior"], minibatch_size=50, n_iters_opt=200, verbose=False, seed=1, dtype=tf.float64)
+    with pytest.warns(sgmcmc.StepsizeWarning, match="sgldcv"):
+        sgmcmc.init_sess(sgmcmc.sgldcv_setup(*args, stepsize=2.0 / lam, **kw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sgmcmc.StepsizeWarning)
+        sgmcmc.init_sess(sgmcmc.sgldcv_setup(*args, stepsize=0.3 / lam, **kw))
+
+
+# -- tune_stepsize -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gaussian():
+    """y_i ~ N(mu, 1) with two means at very different scales: posterior N(ȳ, 1/(N+1)) per mean."""
+    rng = np.random.default_rng(5)
+    n = 100
+    data = {"y": rng.normal([1.0, -2.0], [1.0, 1.0], size=(n, 2)) * np.array([1.0, 10.0])}
+
+    def log_lik(p, ds):
+        return -0.5 * tf.reduce_sum(((ds["y"] - p["mu"]) / np.array([1.0, 10.0])) ** 2)
+
+    def log_prior(p):
+        return -0.5 * tf.reduce_sum((p["mu"] / np.array([1.0, 10.0])) ** 2)
+
+    start = {"mu": np.array([1.0, -20.0])}
+    budget = 4 * 2 * 200 * 50  # 4 candidates, 2 rounds, >= 200 iterations of 50 rows each
+    kw = dict(stepsizes=list(np.geomspace(2e-4, 4e-2, 4)), minibatch_size=50, budget=budget, seed=7, verbose=False, dtype=tf.float64)
+    eps, table = sgmcmc.tune_stepsize("sgld", log_lik, data, start, log_prior, **kw)
+    return dict(log_lik=log_lik, log_prior=log_prior, data=data, start=start, kw=kw, eps=eps, table=table, n=n)
+
+
+class _Variable(Schedule):
+    def __init__(self):
+        self.v = tf.Variable(1.0, dtype=tf.float64)
+
+    def __call__(self, t):
+        return self.v.read_value()
+
+
+def test_tune_stepsize_is_within_2x_of_the_best_on_the_grid(gaussian):
+    g = gaussian
+    total = int(g["table"]["total_iterations"].max())
+    step = _Variable()
+    s = sgmcmc.sgld_setup(g["log_lik"], g["data"], g["start"], step, g["log_prior"], minibatch_size=50, seed=11, dtype=tf.float64)
+    h = np.array([g["n"] + 1.0, (g["n"] + 1.0) / 100.0])  # the posterior precisions (closed form)
+
+    def grid_ksd(eps: float) -> float:
+        step.v.assign(eps)
+        sgmcmc.init_sess(s)
+        out = sgmcmc.sample_chain(s, total, False, burn_in=total // 2, thin=math.ceil((total - total // 2) / 100))
+        grads = sgmcmc.full_gradients(g["log_lik"], g["data"], out, g["log_prior"])
+        return sgmcmc.ksd({"z": out["mu"] * np.sqrt(h)}, gradients={"z": grads["mu"] / np.sqrt(h)})
+
+    grid = {e: grid_ksd(e) for e in g["kw"]["stepsizes"]}
+    assert grid[g["eps"]] <= 2.0 * min(grid.values()), (g["eps"], grid)
+    assert g["table"].attrs["choice"]["stepsize"] == g["eps"]
+
+
+def test_tune_stepsize_budget_and_determinism(gaussian):
+    g = gaussian
+    t = g["table"]
+    assert t["gradient_evaluations"].sum() <= g["kw"]["budget"]
+    assert (t["gradient_evaluations"] == t["iterations"] * 50).all()
+    # Every candidate ran in round 0, the better half (by KSD) in round 1.
+    r0 = t[t["round"] == 0].sort_values("ksd")
+    assert len(r0) == 4 and set(t[t["round"] == 1]["candidate"]) == set(r0["candidate"][:2])
+    assert t[t["round"] == 1]["iterations"].min() >= 2 * r0["iterations"].min() - 1
+    eps2, t2 = sgmcmc.tune_stepsize("sgld", g["log_lik"], g["data"], g["start"], g["log_prior"], **g["kw"])
+    assert eps2 == g["eps"]
+    np.testing.assert_array_equal(t2["ksd"].to_numpy(), t["ksd"].to_numpy())
