@@ -53,3 +53,15 @@ class Interrupted(KeyboardInterrupt):
 
 class NotInitialisedError(RuntimeError):
     """``sgmcmc_step`` or ``get_params`` was called before ``init_sess``."""
+
+
+class BurnInNotFound(RuntimeError):
+    """``auto_burn_in=True``: the burn-in criterion did not hold for every chain within
+    ``max_burn_in`` iterations. ``iteration`` is the iterations run; ``chains`` the chains (0-based)
+    for which it never held; ``samples`` is empty (nothing is kept before the criterion holds)."""
+
+    def __init__(self, message: str, iteration: int, chains: list[int]):
+        super().__init__(message)
+        self.iteration = iteration
+        self.chains = chains
+        self.samples = {}
