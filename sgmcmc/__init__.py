@@ -12,11 +12,13 @@ _quiet_tensorflow_startup()
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from . import schedules
 from .datasets import get_dataset
-from .errors import DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
+from .errors import BurnInNotFound, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
 from .sampler import Sampler
 from .samplers import (
     hamcmc,
     hamcmc_setup,
+    osgld,
+    osgld_setup,
     psgld,
     psgld_setup,
     sample_chain,
@@ -42,6 +44,7 @@ from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_s
 from .tuning import StepsizeCheck, check_stepsize, tune_stepsize
 
 __all__ = [
+    "BurnInNotFound",
     "DivergenceError",
     "Interrupted",
     "NotInitialisedError",
@@ -55,6 +58,8 @@ __all__ = [
     "full_gradients",
     "get_dataset",
     "ksd",
+    "osgld",
+    "osgld_setup",
     "plot_trace",
     "psgld",
     "psgld_setup",

@@ -319,3 +319,52 @@ def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
             first = False
     finally:
         bar.close()
+
+
+def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
+    """Burn-in found by the kernel (OSGLD's Eq. 17): run compiled chunks until the kernel's
+    ``ready(aux)`` holds for every chain or the sampler's iteration reaches ``max_iters``; returns
+    whether it holds. The chain is the same as without the search (only the loop's stopping point
+    depends on it), so a later run continues it exactly. Nothing is kept during the search: a
+    divergence, an op error or Ctrl-C raises with empty ``samples``."""
+    desc = f"{sampler.method}: burn-in"
+    chunk_len, first = FIRST_CHUNK, True
+    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
+    bar = tqdm(total=max_iters, initial=sampler.iteration, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    try:
+        with _deferred_interrupt() as interrupt:
+            while not sampler.ready().all() and sampler.iteration < max_iters:
+                it0 = sampler.iteration
+                n = min(chunk_len, max_iters - it0)
+                start = time.perf_counter()
+                try:
+                    chunk = sampler.advance_until_ready(n)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:
+                    raise SamplingError(
+                        f"{desc} failed in iterations {it0 + 1}–{it0 + n} ({type(error).__name__}: {error}); "
+                        f"no samples are kept during the burn-in search",
+                        iteration=it0,
+                        samples={},
+                    ) from error
+                elapsed = time.perf_counter() - start
+                if chunk.diverged_at:
+                    raise DivergenceError(
+                        f"{desc}: the chain diverged at iteration {chunk.diverged_at} (NaN or Inf) before the "
+                        f"burn-in criterion held; no samples are kept during the burn-in search",
+                        iteration=chunk.diverged_at,
+                    )
+                bar.update(chunk.done)
+                if interrupt.raised:
+                    raise Interrupted(
+                        f"{desc} interrupted after iteration {sampler.iteration}, before the burn-in criterion "
+                        f"held: no samples yet",
+                        iteration=sampler.iteration,
+                        samples={},
+                    )
+                chunk_len = _next_chunk_len(n, elapsed, first, target, MAX_CHUNK)
+                first = False
+    finally:
+        bar.close()
+    return bool(sampler.ready().all())

@@ -60,3 +60,15 @@ class StepsizeWarning(UserWarning):
     sd along the stiffest direction is distorted by more than the stated proportion (see
     :func:`sgmcmc.check_stepsize`). Silence it with
     ``warnings.filterwarnings("ignore", category=sgmcmc.StepsizeWarning)``."""
+
+
+class BurnInNotFound(RuntimeError):
+    """``auto_burn_in=True``: the burn-in criterion did not hold for every chain within
+    ``max_burn_in`` iterations. ``iteration`` is the iterations run; ``chains`` the chains (0-based)
+    for which it never held; ``samples`` is empty (nothing is kept before the criterion holds)."""
+
+    def __init__(self, message: str, iteration: int, chains: list[int]):
+        super().__init__(message)
+        self.iteration = iteration
+        self.chains = chains
+        self.samples = {}

@@ -214,10 +214,11 @@ class Sampler:
         return (new_params, new_aux), est
 
     # -- compiled entry points ------------------------------------------------------------
-    def _iterate(self, state, prev, t0, k, diverged_at):
+    def _iterate(self, state, prev, t0, k, diverged_at, until_ready: bool = False):
         """``k`` iterations from global iteration ``t0`` with nothing stored, stopping at the
         first non-finite value (``diverged_at`` then holds its iteration and ``prev`` the last
-        finite state). Returns ``(state, prev, diverged_at, last_log_post)``."""
+        finite state) and, ``until_ready``, once the kernel's ``ready(aux)`` holds for every
+        chain. Returns ``(state, prev, diverged_at, last_log_post, iterations_run)``."""
 
         def body(i, state, prev, diverged_at, last):
             t = t0 + i + 1
@@ -225,12 +226,16 @@ class Sampler:
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
             return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
 
-        _, state, prev, diverged_at, last = tf.while_loop(
-            lambda i, state, prev, diverged_at, last: (i < k) & (diverged_at == 0),
+        def more(i, state, prev, diverged_at, last):
+            go = (i < k) & (diverged_at == 0)
+            return go & ~tf.reduce_all(self.kernel.ready(state[1])) if until_ready else go
+
+        ran, state, prev, diverged_at, last = tf.while_loop(
+            more,
             body,
             (tf.constant(0, tf.int64), state, prev, diverged_at, self._last_log_post.read_value()),
         )
-        return state, prev, diverged_at, last
+        return state, prev, diverged_at, last, ran
 
     def _finish_chunk(self, it0, state, prev, diverged_at, last):
         """Write the last finite state back to the variables; return iterations completed."""
@@ -239,12 +244,12 @@ class Sampler:
         done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
         return done
 
-    def _advance_chunk(self, n):
+    def _advance_chunk(self, n, until_ready: bool = False):
         it0 = self._iteration.read_value()
         state = self._read_state()
-        state, prev, diverged_at, last = self._iterate(state, state, it0, n, tf.constant(0, tf.int64))
+        state, prev, diverged_at, last, ran = self._iterate(state, state, it0, n, tf.constant(0, tf.int64), until_ready)
         done = self._finish_chunk(it0, state, prev, diverged_at, last)
-        done = tf.where(diverged_at == 0, n, done)
+        done = tf.where(diverged_at == 0, ran, done)  # ran < n only when until_ready stopped it
         self._iteration.assign(it0 + done)
         self._last_log_post.assign(last)
         return done, diverged_at, last
@@ -278,7 +283,7 @@ class Sampler:
             grads = {name: ta.write(j, est.grads[name]) for name, ta in grads.items()}
             last = est.log_post
             if not thin_is_one:
-                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at)
+                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at)[:4]
             samples = {name: ta.write(j, state[0][name]) for name, ta in samples.items()}
             return j + 1, state, prev, diverged_at, last, samples, grads, log_posts
 
@@ -317,6 +322,25 @@ class Sampler:
         with package_call_options():
             done, diverged_at, last = run(tf.constant(n, tf.int64))
         return self._result({}, None, {}, last, done, diverged_at)
+
+    def advance_until_ready(self, n: int) -> ChunkResult:
+        """Like :meth:`advance`, but the compiled loop also stops after the iteration at which
+        the kernel's ``ready(aux)`` (e.g. OSGLD's burn-in criterion) holds for every chain;
+        ``done`` says how many iterations ran. The chain is the same as with :meth:`advance`."""
+        self._require_initialised()
+        if not hasattr(self.kernel, "ready"):
+            raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
+        run = self._compiled("advance_until_ready", lambda n: self._advance_chunk(n, until_ready=True))
+        with package_call_options():
+            done, diverged_at, last = run(tf.constant(n, tf.int64))
+        return self._result({}, None, {}, last, done, diverged_at)
+
+    def ready(self) -> np.ndarray:
+        """``[K]`` bools: the kernel's ``ready(aux)`` at the current state (all True for a kernel
+        without one)."""
+        if self._aux is None or not hasattr(self.kernel, "ready"):
+            return np.ones(self.n_chains, bool)
+        return np.asarray(self.kernel.ready(tf.nest.map_structure(lambda v: v.read_value(), self._aux)))
 
     def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
         """``groups × thin`` iterations in one compiled call from a thinning boundary, keeping the

@@ -637,3 +637,165 @@ arguments and the update as :func:`sgrld_setup`.
 """ + _SIMPLEX_CHAIN
 
 # == end of the simplex samplers ===============================================================
+
+
+# == OSGLD: optimal preconditioned SGLD (SPEC §8; El hanchi 2018 §2.3 and 2019) ================
+# No stepsize: the kernel sgmcmc.dynamics.osgld.OSGLD builds D = (k/2)H⁻¹ from a running estimate
+# of the per-row gradient covariance. The plain estimator only. auto_burn_in=True runs the
+# kernel's Eq. 17 criterion (Sampler.advance_until_ready, chain.run_until_ready) before storing.
+
+import dataclasses  # noqa: E402
+
+from .chain import run_until_ready  # noqa: E402
+from .dynamics.osgld import OSGLD  # noqa: E402
+from .errors import BurnInNotFound, DivergenceError as _DivergenceError, Interrupted as _Interrupted  # noqa: E402
+from .errors import SamplingError as _SamplingError  # noqa: E402
+
+
+def _osgld(args, names):
+    c = args["c"]
+    if isinstance(c, bool) or not isinstance(c, Real) or not 0 < c <= 1:
+        raise ValueError(f"c must be a number in (0, 1] (El hanchi 2018 Eq. 16 suggests 0.1), got {c!r}")
+    entries = inputs._entries(args["dataset"])
+    n_rows, n = 0, 0
+    if entries:  # the dataset is fully checked by _build; here only n and N for the kernel
+        n_rows = int(np.shape(next(iter(entries.values())))[0])
+        n = inputs.batch_size(args["minibatch_size"], n_rows)
+        if n < 2:
+            raise ValueError(
+                f"osgld estimates the gradient covariance from each minibatch's per-row gradients, so a "
+                f"minibatch needs at least 2 rows; minibatch_size={args['minibatch_size']!r} gives {n} "
+                f"of N={n_rows}: give e.g. minibatch_size=100"
+            )
+    auto = bool(args.get("auto_burn_in", False))
+    return OSGLD(c=float(c), detect_burn_in=auto, batch_size=n, n_rows=n_rows)
+
+
+METHODS["osgld"] = Method(_osgld, hyperparameters=("c",))
+
+_OSGLD_DOC = r"""optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algorithm 1 "OSGFS";
+    El hanchi 2019; SPEC §8) for near-Gaussian posteriors. No stepsize. All parameters are
+    flattened into one vector θ ∈ R^d per chain; with g the plain minibatch estimate of the
+    log-posterior gradient (SPEC §3; Eq. 3) each iteration is
+
+    Δθ = D g + N(0, [2D − f (N²/n) D C D − D H D]₊)          (Eq. 8)
+    D = (k/2) H⁻¹,  H = N C + G                               (Eqs. 9, 10)
+    k = min{c, 4 max{n/(N + n), r/(r + N/n)}},  r = λ_min(H⁻¹)/λ_max(H⁻¹ N C H⁻¹)   (Eqs. 15, 16)
+
+    C: the per-row log-likelihood gradient covariance, estimated from each minibatch (sample
+    covariance of its n per-row gradients, n − 1 denominator) and averaged with weight
+    max(1/t, 1/W), W = max(100, ⌈50p/(n − 1)⌉) (p = d, or 1 in the diagonal form): Algorithm 1's
+    cumulative average for W iterations, then an exponential moving average, so that C(θ) of a
+    distant start is forgotten. G = −∇² log p(θ) (the prior's
+    negative Hessian; I/τ² for a N(0, τ²I) prior; 0 for ``log_prior=None``) by automatic
+    differentiation at the current θ. [·]₊ projects onto the positive semi-definite cone
+    (eigenvalues clipped at 0), since C is estimated. H's eigenvalues are floored at
+    d·ε_dtype·λ_max(H).
+
+    Deviations from the paper: f = 1 − n/N, the finite-population factor of minibatches drawn
+    without replacement (SPEC §3; the paper's Eq. 4 has f = 1); the running average of C
+    described above (the paper: a cumulative average); the first iterations only estimate C (θ
+    does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
+    ``c`` may be 1 (the paper: c < 1).
+
+    Dense d × d matrices for d ≤ 100 (three eigendecompositions per iteration, ~1.5 ms at d = 100);
+    above that the diagonal form: C and G are replaced by their diagonals (G's by a one-probe
+    Hutchinson estimate, exact for a prior with independent coordinates), so every formula holds
+    per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
+    preconditioner otherwise.
+
+    Parameters
+    ----------
+    log_lik, dataset, params, log_prior, seed, dtype, n_chains, constraints, check_model
+        As for :func:`sgld_setup`. Only the plain minibatch estimator is supported: the noise
+        correction assumes plain minibatch noise.
+    c : float
+        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
+        mixing, larger discretisation error away from Gaussianity.
+    minibatch_size : float or int
+        As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
+"""
+
+
+def osgld_setup(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+    return _build("osgld", locals())
+
+
+def osgld(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, auto_burn_in=False, max_burn_in=None) -> Samples:
+    args = locals()
+    if not auto_burn_in:
+        if max_burn_in is not None:
+            raise ValueError("max_burn_in bounds the search of auto_burn_in=True; without it give burn_in= (or drop max_burn_in)")
+        return _run("osgld", args)
+    return _run_auto_burn_in("osgld", args)
+
+
+def _run_auto_burn_in(method: str, args: dict[str, Any]) -> Samples:
+    """A whole chain whose burn-in is found by the kernel's criterion: run until it holds for
+    every chain (at most ``max_burn_in`` iterations), then ``n_iters`` iterations kept with
+    ``thin``; ``samples.burn_in_found`` is the iteration at which it first held for all."""
+    if args["checkpoint_dir"] is not None:
+        raise ValueError(
+            "auto_burn_in=True cannot be combined with checkpoint_dir (not supported yet): run once with "
+            "auto_burn_in=True to find the burn-in (samples.burn_in_found), then pass burn_in=<that "
+            "number> with checkpoint_dir"
+        )
+    if args["burn_in"]:
+        raise ValueError(f"give either burn_in={args['burn_in']} or auto_burn_in=True, not both")
+    n_iters, keep = _keep(args["n_iters"], 0, args["thin"])
+    max_burn_in = args["max_burn_in"]
+    max_burn_in = 10 * n_iters if max_burn_in is None else inputs.check_count(max_burn_in, "max_burn_in")
+    sampler = _build(method, args)
+    store_gradients = bool(args.get("store_gradients", False))
+    inputs.check_storage(keep.count_until(n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, store_gradients)
+    init_sess(sampler, args["verbose"])
+    if not run_until_ready(sampler, max_burn_in, args["verbose"]):
+        chains = [int(i) for i in np.flatnonzero(~sampler.ready())]
+        which = f" for chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}" if sampler.n_chains > 1 else ""
+        raise BurnInNotFound(
+            f"{method}: the burn-in criterion (El hanchi 2018 Eq. 17) did not hold{which} within "
+            f"max_burn_in={max_burn_in} iterations. Give a larger max_burn_in=, start nearer the mode "
+            f"(e.g. at an optimiser's estimate), or set burn_in= yourself with auto_burn_in=False",
+            iteration=sampler.iteration,
+            chains=chains,
+        )
+    found = sampler.iteration
+    settings = dict(sampler.settings, auto_burn_in=True, max_burn_in=max_burn_in)
+    try:
+        samples = run_chain(sampler, n_iters, Keep(found, keep.thin), store_gradients=store_gradients, verbose=args["verbose"], settings=settings)
+    except (_DivergenceError, _SamplingError, _Interrupted) as error:
+        if isinstance(error.samples, Samples):
+            error.samples.burn_in_found = found
+        raise
+    samples.burn_in_found = found
+    return samples
+
+
+osgld_setup.__doc__ = "Set up " + _OSGLD_DOC
+osgld.__doc__ = (
+    "Run " + _OSGLD_DOC + r"""
+    Chain options as for :func:`sgld`, and:
+
+    auto_burn_in : bool, keyword-only
+        Find the burn-in with El hanchi's criterion (2018 Eq. 17, with the seeds' erratum: C in its
+        last term; b = 1, window w = ⌈1/k⌉): chain k is ready at the first iteration t at which,
+        with Y the estimates g of the last w iterations and at least w iterations having moved θ,
+        every component satisfies |mean Y| ≤ √diag[(N C + G)/w + f N²/(w n) C]. The criterion is
+        evaluated in the compiled loop, which stops once it has held (at any iteration, once is
+        enough) for every chain; that iteration is ``samples.burn_in_found``, and then
+        ``n_iters`` iterations run and are kept (with ``thin``): draws are the states after
+        iterations burn_in_found + thin, + 2·thin, …. The chain itself is the one
+        :func:`osgld_setup` with the same seed gives step by step. Not with ``burn_in`` nor
+        (yet) with ``checkpoint_dir``.
+    max_burn_in : int, keyword-only
+        With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
+        beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
+
+    Returns
+    -------
+    Samples
+        As for :func:`sgld`; with ``auto_burn_in``, ``burn_in_found`` is the iteration at which
+        the criterion first held for all chains (also on the samples an exception carries).
+"""
+)
+# == end OSGLD =================================================================================

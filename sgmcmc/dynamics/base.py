@@ -8,6 +8,9 @@ A kernel is a frozen dataclass of hyperparameters with two methods:
     one iteration. ``est`` is the estimate the iteration made *at the state it started from*
     (for several inner steps: the first), which the chain stores as the gradient at the
     previous sample.
+``ready(aux) -> [K] bool`` (optional)
+    a kernel that detects the end of its own burn-in (OSGLD, Eq. 17) says per chain whether it
+    has; :meth:`sgmcmc.sampler.Sampler.advance_until_ready` stops on it.
 
 Every tensor carries a leading chain axis ``K`` (``params[name]`` is ``[K, *shape]``); updates
 are elementwise, and a reduction over a parameter's elements must keep that axis
@@ -44,6 +47,11 @@ class BoundEstimator:
 
     def on_one_batch(self) -> Callable[[Params], Estimate]:
         return self.estimator.on_one_batch(self.rng, self.t)
+
+    def with_rows(self, params: Params) -> tuple[Estimate, Params]:
+        """The estimate and the per-row log-likelihood gradients of the same fresh minibatch
+        (plain estimator only; OSGLD)."""
+        return self.estimator.estimate_and_rows(params, self.rng)
 
 
 Estimator = BoundEstimator

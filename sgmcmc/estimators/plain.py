@@ -129,3 +129,9 @@ class MinibatchGradient:
 
     def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
         return value_and_grad(lambda p: self.log_lik(p, batch), params)[1]
+
+    def estimate_and_rows(self, params: Params, rng) -> tuple[Estimate, Params]:
+        """The estimate on a fresh minibatch per chain and that minibatch's per-row log-likelihood
+        gradients ``[K, n, *shape]`` (OSGLD's gradient covariance)."""
+        batch = self.sample_minibatch(rng)
+        return self.value_and_grad(params, batch, self.scale), self.per_row_gradients(params, batch)
