@@ -350,6 +350,35 @@ _SETUP_PARAMETERS = """
         still added). A start outside a bijector's support is refused. Stored gradients are
         with respect to ξ (``Samples.unconstrained``); ``get_params`` returns θ while
         ``sampler.params`` holds the chain's state ξ. See :mod:`sgmcmc.constraints`.
+    minibatch_replace : bool, keyword-only
+        False (default): each minibatch is n distinct rows (SPEC §3). True: n rows drawn i.i.d.
+        uniformly with replacement (one random draw, as the JAX libraries do); the N/n scaling
+        keeps the estimate unbiased.
+"""
+
+_ESTIMATOR_OPTIONS = r"""
+    Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.estimators`)
+    -----------------------------------------------------------------------
+    estimator : {"plain", "cv", "svrg", "saga"}
+        ``"plain"``: :math:`g = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta)`.
+        ``"cv"``: control variates at the mode (Baker et al. 2018; as ``sgldcv``): needs
+        ``opt_stepsize`` and ``n_iters_opt``.
+        ``"svrg"``: :math:`g = \nabla\log p(\tilde\theta|x) + g_S(\theta) - g_S(\tilde\theta)`,
+        the anchor :math:`\tilde\theta` (per chain) set to the state and its full-data gradient
+        recomputed (in batches) at iterations 1, 1 + ``svrg_period``, 1 + 2·``svrg_period``, ….
+        ``"saga"``: :math:`g = \nabla\log p(\theta) + \sum_i\phi_i + \frac{N}{n}\sum_{i\in S}(\nabla\log p(x_i|\theta) - \phi_i)`,
+        then :math:`\phi_i \leftarrow \nabla\log p(x_i|\theta)` for i ∈ S; the table φ (N × dim per
+        chain) starts at the per-row gradients at the start (Dubey et al. 2016).
+    opt_stepsize, n_iters_opt
+        The SGD mode search of ``"cv"`` (see :func:`sgldcv_setup`).
+    svrg_period : int
+        Iterations between SVRG's anchor refreshes (default 100).
+    max_memory : float
+        Bytes SAGA's table may use (default 2 GiB): K·N·dim·bytes-per-number above it is refused
+        before anything is computed.
+    With SGHMC's L inner steps SVRG refreshes at the first; with HAMCMC's two points on one
+    minibatch the first point refreshes SVRG's anchor / updates SAGA's table and both see the
+    state from before (see :mod:`sgmcmc.estimators.variance_reduced`).
 """
 
 
@@ -358,7 +387,7 @@ def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_siz
 
 
 sgld_setup.__doc__ = r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`.
-""" + _SETUP_PARAMETERS
+""" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
 
 
 def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
@@ -411,7 +440,9 @@ _CHAIN_OPTIONS = """
     ``burn_in + 2·thin``, …), ``store_gradients`` (also keep the estimator's gradient at every
     kept sample), ``constraints`` as for the ``*_setup`` functions: with constraints the draws
     are constrained, ``Samples.unconstrained`` holds the chain's values and
-    ``settings["constraints"]`` the bijectors.
+    ``settings["constraints"]`` the bijectors. ``minibatch_replace`` and, for the non-CV
+    samplers, ``estimator``, ``opt_stepsize``, ``n_iters_opt``, ``svrg_period``, ``max_memory``
+    as for :func:`sgld_setup`.
 
     Long runs (SPEC §10): with ``checkpoint_dir``, the state and the samples kept so far are
     saved there every ``checkpoint_every`` iterations (atomically, appended as shards); the same
@@ -537,8 +568,8 @@ def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.
     return _run("hamcmc", locals())
 
 
-psgld_setup.__doc__ = "Set up " + _PSGLD_DOC + "\n" + _SETUP_PARAMETERS
-hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS
+psgld_setup.__doc__ = "Set up " + _PSGLD_DOC + "\n" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
+hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
 psgld.__doc__ = "Run " + _PSGLD_DOC + "\n    Arguments as :func:`psgld_setup`.\n" + _CHAIN_OPTIONS
 hamcmc.__doc__ = "Run " + _HAMCMC_DOC + "\n    Arguments as :func:`hamcmc_setup`.\n" + _CHAIN_OPTIONS
 # == end preconditioned samplers ==========================================================
@@ -631,6 +662,8 @@ _SIMPLEX_PARAMETERS = """
         ``tf.float32`` (default) or ``tf.float64``.
     n_chains : int, keyword-only
         K chains in one compiled loop, each with its own minibatches and seeds.
+    minibatch_replace : bool, keyword-only
+        True: minibatch rows drawn i.i.d. with replacement (unbiased with the N/n scaling).
 
     Notes
     -----
