@@ -3,6 +3,11 @@
 Exactness: with the minibatches fixed, the estimates, SVRG's anchor refreshes and SAGA's table
 must equal tests/reference_estimators.py (an independent numpy implementation of the formulas) on
 a logistic regression, whose gradient is not linear in θ (so neither estimator is exact there).
+
+Checked to fail on broken copies of the package: SAGA without the −φ_i term (both SAGA exactness
+tests and both SAGA posterior tests fail); SVRG refreshing only at t = 1 (the SVRG exactness test
+fails; the posterior tests cannot see it: on a linear-gradient model any anchor is exact); SVRG's
+anchor term on a fresh minibatch (both SVRG posterior tests and the exactness tests fail).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``minibatch_replace=True`` (SPEC §8): minibatch rows i.i.d. uniform with replacement."""
+"""``minibatch_replace=True`` (SPEC §8): minibatch rows i.i.d. uniform with replacement.
+
+A broken copy drawing from the first half of the rows only fails the three chi-square / repeat
+tests; the SGLD posterior test does not catch it (the half-data mean is within its tolerance)."""
 
 from __future__ import annotations
 
