@@ -16,6 +16,10 @@ Two exact samplers of a uniformly random n-subset, chosen at trace time:
   arithmetic with GPU and XLA kernels, so the chain stays on the GPU.
 
 Rejection is used while ``n(n-1)/2N ≤ 1`` (acceptance ≥ e⁻¹ ≈ 0.37).
+
+With ``replace=True`` (``minibatch_replace=True``, SPEC §8) the n indices are i.i.d. uniform on
+``[0, N)``: one generator call, no loop. The estimate (N/n) Σ_{j≤n} f(x_{i_j}) stays unbiased
+(each term has mean Σᵢ f(xᵢ)/N); repeats are expected n(n−1)/2N times per minibatch.
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ def _rows_with_repeats(indices: tf.Tensor) -> tf.Tensor:
     return tf.reduce_any(tf.equal(ordered[:, 1:], ordered[:, :-1]), axis=-1)
 
 
-def sample_indices(generator: tf.random.Generator, n_rows: int, batch_size: int, n_chains: int = 1) -> tf.Tensor:
+def sample_indices(generator: tf.random.Generator, n_rows: int, batch_size: int, n_chains: int = 1, replace: bool = False) -> tf.Tensor:
     """Draw ``[n_chains, batch_size]`` int64 indices; each row holds ``batch_size`` distinct
     indices drawn uniformly from ``[0, n_rows)``, independently of the other rows. A minibatch of
-    every row is every row, in order: no random number is drawn (the log-likelihood is a sum)."""
+    every row is every row, in order: no random number is drawn (the log-likelihood is a sum).
+    ``replace=True``: i.i.d. uniform indices (repeats allowed), one generator call."""
+    if replace:
+        return generator.uniform([n_chains, batch_size], 0, n_rows, dtype=tf.int64)
     if batch_size == n_rows:
         return tf.tile(tf.range(n_rows, dtype=tf.int64)[None], [n_chains, 1])
     if batch_size * (batch_size - 1) / (2 * n_rows) <= MAX_EXPECTED_COLLISIONS:

@@ -68,6 +68,7 @@ class ChainRandom:
         """A shape-[2] int64 seed for TensorFlow's stateless random ops (gamma, Poisson, …)."""
         return self.generator.uniform_full_int([2], dtype=tf.int64)
 
-    def minibatch_indices(self, n_chains: int, n_rows: int, batch_size: int) -> tf.Tensor:
-        """``[n_chains, batch_size]`` row indices, each row a uniform subset of ``[0, n_rows)``."""
-        return sample_indices(self.generator, n_rows, batch_size, n_chains)
+    def minibatch_indices(self, n_chains: int, n_rows: int, batch_size: int, replace: bool = False) -> tf.Tensor:
+        """``[n_chains, batch_size]`` row indices, each row a uniform subset of ``[0, n_rows)``
+        (``replace=True``: i.i.d. uniform rows, repeats allowed)."""
+        return sample_indices(self.generator, n_rows, batch_size, n_chains, replace)

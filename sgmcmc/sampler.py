@@ -128,9 +128,14 @@ class Sampler:
         settings: dict | None = None,
         make_estimator=None,
         constraints=None,
+        wrap_estimator=None,
+        minibatch_replace: bool = False,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
-        in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused)."""
+        in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
+        ``wrap_estimator(plain, like)``, if given, makes a stateful estimator around the plain one
+        (SVRG, SAGA: :mod:`sgmcmc.estimators.variance_reduced`), ``like`` the ``[K, *shape]``
+        starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement."""
         self.method = method
         self.kernel = kernel
         self.dtype = dtype
@@ -158,12 +163,14 @@ class Sampler:
             self._plain = None
             self.estimator = make_estimator(data, batch_size, self.n_chains)
         elif control_variate is None:
-            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
-            self.estimator = self._plain
+            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains, minibatch_replace)
+            self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
         else:
-            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains)
+            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains, minibatch_replace)
             self._plain_one_chain = (
-                self._plain if self.n_chains == 1 else MinibatchGradient(log_lik, log_prior, data, batch_size, 1)
+                self._plain
+                if self.n_chains == 1
+                else MinibatchGradient(log_lik, log_prior, data, batch_size, 1, minibatch_replace)
             )
             self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in starts[0].items()}
             self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
@@ -375,12 +382,15 @@ class Sampler:
 
     def estimate_for_storage(self) -> Estimate:
         """The estimator's estimate at the current state, from the storage stream (for a kept
-        sample whose next iteration has not run): the chain's own random stream is untouched."""
+        sample whose next iteration has not run): the chain's own random stream is untouched, and
+        so is the estimator's state (an estimator with state has a ``for_storage`` method that
+        changes none: SVRG's anchor, SAGA's table). ``t`` is the next iteration's."""
         if self._estimate_for_storage is None:
+            evaluate = getattr(self.estimator, "for_storage", self.estimator)
 
             @tf.function
             def estimate():
-                return self.estimator(self._read_params(), self._storage_rng, self._iteration.read_value())
+                return evaluate(self._read_params(), self._storage_rng, self._iteration.read_value() + 1)
 
             self._estimate_for_storage = estimate
         with package_call_options():
@@ -465,6 +475,9 @@ class Sampler:
         if self.control_variate is not None:
             for k, v in self._mode.items():
                 v.assign(self._starts[0][k])
+        if hasattr(self.estimator, "reset"):  # SVRG's anchor, SAGA's table (at the starts)
+            with package_call_options():
+                self.estimator.reset(self._read_params())
         self._iteration.assign(0)
         self._last_log_post.assign(tf.zeros([self.n_chains], self.dtype))
 
@@ -496,7 +509,8 @@ class Sampler:
     def _checkpoint(self) -> tf.train.Checkpoint:
         """Everything the chain's future depends on: parameters, the kernel's auxiliary state
         (momenta, thermostats, preconditioners), both random generators, the iteration counter,
-        the last log-posterior estimate and, for CV samplers, the mode, anchor and its gradient."""
+        the last log-posterior estimate, for CV samplers the mode, anchor and its gradient, and
+        a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
         if self._aux is None:
             self.init_aux()  # creates the variables a restore fills
         parts = dict(
@@ -509,6 +523,8 @@ class Sampler:
         )
         if self.control_variate is not None:
             parts.update(mode=self._mode, anchor=self._anchor, anchor_grad=self._anchor_grad)
+        if hasattr(self.estimator, "variables"):
+            parts.update(estimator=self.estimator.variables())
         return tf.train.Checkpoint(**parts)
 
     def save(self, directory: str) -> str:

@@ -8,6 +8,7 @@ arguments to :func:`_build` (``*_setup``) or :func:`_run` (whole chain).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -18,6 +19,7 @@ from .constraints import Constrained, check_constraints
 from .chain import run_chain
 from .checkpoints import CheckpointDirectory, fingerprint
 from .dynamics import SGHMC, SGLD, SGNHT
+from .estimators import SAGAGradient, SVRGGradient
 from .sampler import ControlVariateSettings, Keep, Sampler
 from .samples import Samples
 from .session import init_sess
@@ -88,6 +90,68 @@ def _starts(params: Any, n_chains: Any, dtype: tf.DType) -> tuple[list[dict[str,
     return [one] * k, False
 
 
+ESTIMATORS = ("plain", "cv", "svrg", "saga")
+
+
+@dataclass(frozen=True)
+class EstimatorChoice:
+    """The gradient estimator of a sampler (SPEC §8), checked before anything is computed."""
+
+    name: str
+    svrg_period: int = 100
+    max_memory: float = 2 * 2**30
+
+    def wrap(self) -> Callable | None:
+        """``wrap_estimator(plain, like)`` for the Sampler, or None (plain, cv)."""
+        if self.name == "svrg":
+            return partial(SVRGGradient, period=self.svrg_period)
+        if self.name == "saga":
+            return SAGAGradient
+        return None
+
+    def settings(self) -> dict[str, Any]:
+        """What the chain depends on, for ``Samples.settings`` and the checkpoint fingerprint
+        (nothing for plain, so plain runs keep their fingerprints)."""
+        if self.name == "svrg":
+            return dict(estimator="svrg", svrg_period=self.svrg_period)
+        return {} if self.name == "plain" else dict(estimator=self.name)
+
+    def check_memory(self, n_chains: int, n_rows: int, shapes: dict[str, tuple], dtype: tf.DType) -> None:
+        """SAGA's table must fit in ``max_memory`` bytes."""
+        if self.name != "saga":
+            return
+        dim = sum(int(np.prod(shape)) for shape in shapes.values())
+        need = SAGAGradient.table_bytes(n_chains, n_rows, dim, dtype)
+        if need > self.max_memory:
+            raise ValueError(
+                f"estimator='saga' needs a table of {n_chains} chain(s) x {n_rows} rows x {dim} parameters x "
+                f"{tf.as_dtype(dtype).size} bytes = {need:,} bytes ({need / 2**30:.3g} GiB), more than "
+                f"max_memory={self.max_memory:,.0f} bytes. Raise max_memory= if the memory is there, use "
+                f"estimator='svrg' (memory of one full-data gradient per chain), or a smaller model / fewer chains"
+            )
+
+
+def _estimator_choice(method: str, spec: Method, args: dict[str, Any]) -> EstimatorChoice:
+    """The estimator the arguments ask for; clear errors for bad values."""
+    name = args.get("estimator", "cv" if spec.control_variate else "plain")
+    if name not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(map(repr, ESTIMATORS))}, got {name!r}")
+    if name != "cv" and args.get("opt_stepsize") is not None:
+        raise ValueError(
+            f"opt_stepsize is the stepsize of the control variate's mode search: it applies only with "
+            f"estimator='cv', not {name!r}"
+        )
+    replace = args.get("minibatch_replace", False)
+    if not isinstance(replace, (bool, np.bool_)):
+        raise TypeError(f"minibatch_replace must be True or False, got {replace!r}")
+    choice = EstimatorChoice(name)
+    if name == "svrg":
+        choice = EstimatorChoice(name, svrg_period=inputs.check_count(args["svrg_period"], "svrg_period"))
+    if name == "saga":
+        choice = EstimatorChoice(name, max_memory=inputs.check_positive(args["max_memory"], "max_memory"))
+    return choice
+
+
 def _build(method: str, args: dict[str, Any]) -> Sampler:
     """Validate everything and make the sampler (nothing is compiled here)."""
     spec = METHODS[method]
@@ -99,8 +163,9 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         unconstrained = {id(s): constrained.to_unconstrained(s) for s in starts}
         starts = [unconstrained[id(s)] for s in starts]
     kernel = spec.make_kernel(args, names)
+    choice = _estimator_choice(method, spec, args)
     cv = None
-    if spec.control_variate:
+    if choice.name == "cv":
         if args["opt_stepsize"] is None:
             raise TypeError(
                 f"{method} needs opt_stepsize, the stepsize of the SGD mode search, e.g. "
@@ -116,6 +181,7 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(args["dataset"], dtype)
     n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
+    choice.check_memory(len(starts), len(next(iter(data.values()))), {k: v.shape for k, v in starts[0].items()}, dtype)
     log_lik, log_prior = args.get("log_lik"), args.get("log_prior")
     model = None
     if spec.model == "counts":
@@ -128,6 +194,10 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
     settings.update(minibatch_size=n, dtype=dtype.name)
     if cv is not None:
         settings.update(opt_stepsize=args["opt_stepsize"], n_iters_opt=cv.n_iters_opt)
+    if not spec.control_variate:
+        settings.update(choice.settings())
+    if args.get("minibatch_replace", False):
+        settings.update(minibatch_replace=True)
     if constrained is not None:
         settings.update(constraints=dict(constrained.bijectors))
         log_lik, log_prior = constrained.wrap(log_lik, log_prior)
@@ -135,6 +205,7 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         method, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
         make_estimator=None if model is None else model.get("make_estimator"),
+        wrap_estimator=choice.wrap(), minibatch_replace=bool(args.get("minibatch_replace", False)),
     )
 
 
@@ -279,18 +350,47 @@ _SETUP_PARAMETERS = """
         still added). A start outside a bijector's support is refused. Stored gradients are
         with respect to ξ (``Samples.unconstrained``); ``get_params`` returns θ while
         ``sampler.params`` holds the chain's state ξ. See :mod:`sgmcmc.constraints`.
+    minibatch_replace : bool, keyword-only
+        False (default): each minibatch is n distinct rows (SPEC §3). True: n rows drawn i.i.d.
+        uniformly with replacement (one random draw, as the JAX libraries do); the N/n scaling
+        keeps the estimate unbiased.
+"""
+
+_ESTIMATOR_OPTIONS = r"""
+    Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.estimators`)
+    -----------------------------------------------------------------------
+    estimator : {"plain", "cv", "svrg", "saga"}
+        ``"plain"``: :math:`g = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta)`.
+        ``"cv"``: control variates at the mode (Baker et al. 2018; as ``sgldcv``): needs
+        ``opt_stepsize`` and ``n_iters_opt``.
+        ``"svrg"``: :math:`g = \nabla\log p(\tilde\theta|x) + g_S(\theta) - g_S(\tilde\theta)`,
+        the anchor :math:`\tilde\theta` (per chain) set to the state and its full-data gradient
+        recomputed (in batches) at iterations 1, 1 + ``svrg_period``, 1 + 2·``svrg_period``, ….
+        ``"saga"``: :math:`g = \nabla\log p(\theta) + \sum_i\phi_i + \frac{N}{n}\sum_{i\in S}(\nabla\log p(x_i|\theta) - \phi_i)`,
+        then :math:`\phi_i \leftarrow \nabla\log p(x_i|\theta)` for i ∈ S; the table φ (N × dim per
+        chain) starts at the per-row gradients at the start (Dubey et al. 2016).
+    opt_stepsize, n_iters_opt
+        The SGD mode search of ``"cv"`` (see :func:`sgldcv_setup`).
+    svrg_period : int
+        Iterations between SVRG's anchor refreshes (default 100).
+    max_memory : float
+        Bytes SAGA's table may use (default 2 GiB): K·N·dim·bytes-per-number above it is refused
+        before anything is computed.
+    With SGHMC's L inner steps SVRG refreshes at the first; with HAMCMC's two points on one
+    minibatch the first point refreshes SVRG's anchor / updates SAGA's table and both see the
+    state from before (see :mod:`sgmcmc.estimators.variance_reduced`).
 """
 
 
-def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
     return _build("sgld", locals())
 
 
 sgld_setup.__doc__ = r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`.
-""" + _SETUP_PARAMETERS
+""" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
 
 
-def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
     r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
@@ -300,7 +400,7 @@ def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sghmc", locals())
 
 
-def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
     r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
     thermostat :math:`\alpha = a` per parameter; each iteration
     :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
@@ -309,7 +409,7 @@ def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sgnht", locals())
 
 
-def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
     mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
@@ -320,13 +420,13 @@ def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prio
     return _build("sgldcv", locals())
 
 
-def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
     """Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sghmccv", locals())
 
 
-def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
     """Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sgnhtcv", locals())
@@ -340,7 +440,9 @@ _CHAIN_OPTIONS = """
     ``burn_in + 2·thin``, …), ``store_gradients`` (also keep the estimator's gradient at every
     kept sample), ``constraints`` as for the ``*_setup`` functions: with constraints the draws
     are constrained, ``Samples.unconstrained`` holds the chain's values and
-    ``settings["constraints"]`` the bijectors.
+    ``settings["constraints"]`` the bijectors. ``minibatch_replace`` and, for the non-CV
+    samplers, ``estimator``, ``opt_stepsize``, ``n_iters_opt``, ``svrg_period``, ``max_memory``
+    as for :func:`sgld_setup`.
 
     Long runs (SPEC §10): with ``checkpoint_dir``, the state and the samples kept so far are
     saved there every ``checkpoint_every`` iterations (atomically, appended as shards); the same
@@ -356,7 +458,7 @@ _CHAIN_OPTIONS = """
 """
 
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
     return _run("sgld", locals())
 
 
@@ -364,28 +466,28 @@ sgld.__doc__ = """Run SGLD for ``n_iters`` iterations. Arguments as :func:`sgld_
 """ + _CHAIN_OPTIONS
 
 
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
     """Run SGHMC; arguments as :func:`sghmc_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmc", locals())
 
 
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
     """Run SGNHT; arguments as :func:`sgnht_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnht", locals())
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
     """Run SGLD-CV: the mode search, then ``n_iters`` iterations. Arguments as
     :func:`sgldcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgldcv", locals())
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
     """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmccv", locals())
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnhtcv", locals())
 
@@ -450,24 +552,24 @@ _HAMCMC_DOC = r"""Hessian-approximated MCMC (Şimşekli et al. 2016, Eq. 10, Alg
     predecessor made at it on its own minibatch. Other arguments as :func:`sgld_setup`."""
 
 
-def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
     return _build("psgld", locals())
 
 
-def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
     return _build("hamcmc", locals())
 
 
-def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
     return _run("psgld", locals())
 
 
-def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000) -> Samples:
+def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
     return _run("hamcmc", locals())
 
 
-psgld_setup.__doc__ = "Set up " + _PSGLD_DOC + "\n" + _SETUP_PARAMETERS
-hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS
+psgld_setup.__doc__ = "Set up " + _PSGLD_DOC + "\n" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
+hamcmc_setup.__doc__ = "Set up " + _HAMCMC_DOC + "\n" + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
 psgld.__doc__ = "Run " + _PSGLD_DOC + "\n    Arguments as :func:`psgld_setup`.\n" + _CHAIN_OPTIONS
 hamcmc.__doc__ = "Run " + _HAMCMC_DOC + "\n    Arguments as :func:`hamcmc_setup`.\n" + _CHAIN_OPTIONS
 # == end preconditioned samplers ==========================================================
@@ -478,7 +580,6 @@ hamcmc.__doc__ = "Run " + _HAMCMC_DOC + "\n    Arguments as :func:`hamcmc_setup`
 # of log_lik / log_prior (Method.model == "counts"); the estimator is
 # sgmcmc.estimators.counts.MinibatchCounts, the kernels sgmcmc.dynamics.cir.SCIR / SGRLD.
 
-from functools import partial  # noqa: E402
 from numbers import Real  # noqa: E402
 
 from .dynamics.cir import SCIR, SGRLD  # noqa: E402
@@ -523,7 +624,7 @@ def _counts_model(args, starts, data, n, dtype) -> dict[str, Any]:
         inputs.check_simplex_params(start, dtype, "params" if len(starts) == 1 else f"params[{i}]")
     alpha = inputs.check_alpha(args["alpha"], starts[0], dtype)
     inputs.trial_counts(args["counts"], data, starts[0], dtype, n)
-    return {"make_estimator": partial(MinibatchCounts, args["counts"], alpha)}
+    return {"make_estimator": partial(MinibatchCounts, args["counts"], alpha, replace=bool(args["minibatch_replace"]))}
 
 
 METHODS.update(
@@ -561,6 +662,8 @@ _SIMPLEX_PARAMETERS = """
         ``tf.float32`` (default) or ``tf.float64``.
     n_chains : int, keyword-only
         K chains in one compiled loop, each with its own minibatches and seeds.
+    minibatch_replace : bool, keyword-only
+        True: minibatch rows drawn i.i.d. with replacement (unbiased with the N/n scaling).
 
     Notes
     -----
@@ -577,7 +680,7 @@ _SIMPLEX_PARAMETERS = """
 """
 
 
-def scir_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1) -> Sampler:
+def scir_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False) -> Sampler:
     return _build("scir", locals())
 
 
@@ -593,7 +696,7 @@ round to 0 (use ``dtype=tf.float64`` when they matter).
 """ + _SIMPLEX_PARAMETERS
 
 
-def sgrld_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1) -> Sampler:
+def sgrld_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False) -> Sampler:
     return _build("sgrld", locals())
 
 
@@ -619,7 +722,7 @@ _SIMPLEX_CHAIN = """
 """
 
 
-def scir(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1) -> Samples:
+def scir(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False) -> Samples:
     return _run("scir", locals())
 
 
@@ -628,7 +731,7 @@ as :func:`scir_setup`.
 """ + _SIMPLEX_CHAIN
 
 
-def sgrld(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1) -> Samples:
+def sgrld(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False) -> Samples:
     return _run("sgrld", locals())
 
 

@@ -69,9 +69,12 @@ class MinibatchCounts:
         name → tensor, observations on the first axis, all of length ``n_rows``.
     batch_size, n_chains
         Rows per minibatch (n) and chains (K).
+    replace
+        Draw the rows i.i.d. with replacement (``minibatch_replace=True``).
     """
 
-    def __init__(self, counts: Counts, alpha: dict[str, np.ndarray], dataset: dict[str, tf.Tensor], batch_size: int, n_chains: int = 1):
+    def __init__(self, counts: Counts, alpha: dict[str, np.ndarray], dataset: dict[str, tf.Tensor], batch_size: int, n_chains: int = 1, replace: bool = False):
+        self.replace = bool(replace)
         self.counts = counts
         self.alpha = alpha
         self.dataset = dataset
@@ -82,7 +85,7 @@ class MinibatchCounts:
 
     def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
         """Per chain a minibatch: entries ``[K, n, ...]``."""
-        return gather_rows(self.dataset, rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size))
+        return gather_rows(self.dataset, rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size, self.replace))
 
     def __call__(self, params: Params, rng, t=None) -> CountsEstimate:
         batch = self.sample_minibatch(rng)

@@ -62,9 +62,13 @@ class MinibatchGradient:
         Rows per minibatch (``n``).
     n_chains
         K, the leading axis of every parameter tensor this estimator sees.
+    replace
+        Draw the minibatch rows i.i.d. with replacement (``minibatch_replace=True``) instead of
+        a uniform n-subset; the N/n scaling keeps the estimate unbiased either way.
     """
 
-    def __init__(self, log_lik: LogLik, log_prior: LogPrior | None, dataset: dict[str, tf.Tensor], batch_size: int, n_chains: int = 1):
+    def __init__(self, log_lik: LogLik, log_prior: LogPrior | None, dataset: dict[str, tf.Tensor], batch_size: int, n_chains: int = 1, replace: bool = False):
+        self.replace = bool(replace)
         self.log_lik = log_lik
         self.log_prior = log_prior
         self.dataset = dataset
@@ -74,9 +78,13 @@ class MinibatchGradient:
         self.scale = self.n_rows / batch_size
         self._batch_lik_grad = tf.function(self._lik_grad, reduce_retracing=True)
 
+    def sample_indices(self, rng) -> tf.Tensor:
+        """Per chain the minibatch's row indices, ``[K, n]`` int64."""
+        return rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size, self.replace)
+
     def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
         """Per chain a minibatch: entries ``[K, n, ...]``."""
-        return gather_rows(self.dataset, rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size))
+        return gather_rows(self.dataset, self.sample_indices(rng))
 
     def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
         r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
@@ -125,6 +133,35 @@ class MinibatchGradient:
         if self.log_prior is not None:
             prior_grad = value_and_grad(self.log_prior, params)[1]
             total = {name: total[name] + prior_grad[name] for name in total}
+        return total
+
+    def full_data_gradient_in_graph(self, params: Params) -> Params:
+        r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
+        summed over row batches of :data:`FULL_GRADIENT_BATCH_ROWS` in a ``tf.while_loop`` (memory
+        bounded at any N; every batch has a static shape: the full batches in the loop, the
+        remainder once after it). For use inside a compiled step (SVRG's anchor refresh)."""
+        size = min(FULL_GRADIENT_BATCH_ROWS, self.n_rows)
+        n_full = self.n_rows // size
+
+        def batch_grad(start, rows: int) -> Params:
+            batch = {
+                k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0), tf.constant([rows, *v.shape[1:]], tf.int64))
+                for k, v in self.dataset.items()
+            }
+            return map_over_chains(lambda p: self._lik_grad(p, batch), params, self.n_chains)
+
+        def body(i, total):
+            g = batch_grad(i * size, size)
+            return i + 1, {k: total[k] + g[k] for k in total}
+
+        zeros = {k: tf.zeros_like(p) for k, p in params.items()}
+        _, total = tf.while_loop(lambda i, _: i < n_full, body, (tf.constant(0, tf.int64), zeros))
+        if self.n_rows > n_full * size:
+            rest = batch_grad(tf.constant(n_full * size, tf.int64), self.n_rows - n_full * size)
+            total = {k: total[k] + rest[k] for k in total}
+        if self.log_prior is not None:
+            prior = map_over_chains(lambda p: value_and_grad(self.log_prior, p)[1], params, self.n_chains)
+            total = {k: total[k] + prior[k] for k in total}
         return total
 
     def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
