@@ -770,6 +770,11 @@ def _osgld(args, names):
                 f"minibatch needs at least 2 rows; minibatch_size={args['minibatch_size']!r} gives {n} "
                 f"of N={n_rows}: give e.g. minibatch_size=100"
             )
+    if args.get("estimator", "plain") != "plain":
+        raise ValueError(
+            f"osgld works with the plain estimator only (its noise correction assumes plain minibatch "
+            f"noise, El hanchi 2018 Eq. 8), got estimator={args['estimator']!r}: leave estimator='plain'"
+        )
     auto = bool(args.get("auto_burn_in", False))
     return OSGLD(c=float(c), detect_burn_in=auto, batch_size=n, n_rows=n_rows)
 
@@ -796,7 +801,8 @@ _OSGLD_DOC = r"""optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algor
     d·ε_dtype·λ_max(H).
 
     Deviations from the paper: f = 1 − n/N, the finite-population factor of minibatches drawn
-    without replacement (SPEC §3; the paper's Eq. 4 has f = 1); the running average of C
+    without replacement (SPEC §3; the paper's Eq. 4 has f = 1, as here with
+    ``minibatch_replace=True``); the running average of C
     described above (the paper: a cumulative average); the first iterations only estimate C (θ
     does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
     ``c`` may be 1 (the paper: c < 1).
@@ -817,14 +823,18 @@ _OSGLD_DOC = r"""optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algor
         mixing, larger discretisation error away from Gaussianity.
     minibatch_size : float or int
         As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
+    estimator : str, keyword-only
+        ``"plain"`` only (accepted for a uniform signature; any other value is refused).
+    minibatch_replace : bool, keyword-only
+        Rows drawn i.i.d. with replacement (then f = 1 above).
 """
 
 
-def osgld_setup(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True) -> Sampler:
+def osgld_setup(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", minibatch_replace=False) -> Sampler:
     return _build("osgld", locals())
 
 
-def osgld(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, auto_burn_in=False, max_burn_in=None) -> Samples:
+def osgld(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, auto_burn_in=False, max_burn_in=None, estimator="plain", minibatch_replace=False) -> Samples:
     args = locals()
     if not auto_burn_in:
         if max_burn_in is not None:

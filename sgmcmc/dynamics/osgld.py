@@ -203,7 +203,7 @@ class OSGLD:
         dtype = x.dtype
         dense = self._is_dense(d)
         big_n = tf.constant(float(n_rows), dtype)
-        fpc = 1.0 - n / n_rows
+        fpc = 1.0 if getattr(estimator, "replace", False) else 1.0 - n / n_rows  # with replacement: no finite-population factor
         ratio = n_rows / n
 
         # per-row log-lik gradients [K, n, d], centred on the minibatch mean
