@@ -131,11 +131,11 @@ def test_full_version_without_data_exits_2(name, tmp_path, monkeypatch, capsys):
 def test_readme_names_every_vignette_and_figure():
     readme = (VIGNETTES / "README.md").read_text()
     for script in ("getting_started.py", "mv_gauss.py", "gauss_mixture.py", "logistic_regression.py", "bnn_mnist.py",
-                   "diagnostics.py"):
+                   "diagnostics.py", "ill_conditioned.py"):
         assert (VIGNETTES / script).is_file() and script in readme, script
     for figure in ("getting_started_traces.png", "mv_gauss_density.png", "gauss_mixture_sghmc.png",
                    "gauss_mixture_methods.png", "logistic_regression_methods.png", "bnn_mnist_log_loss.png",
-                   "diagnostics_summary.png"):
+                   "diagnostics_summary.png", "ill_conditioned_error_vs_time.png"):
         assert figure in readme, figure
 
 
@@ -172,3 +172,21 @@ def test_regression_constraints(tmp_path):
     assert out["C"]["max_difference"] == 0.0
     assert_pngs(tmp_path, "regression_constraints_resume.png")
 # == end regression_constraints ==============================================================
+
+
+# == ill_conditioned (issue 9: preconditioned samplers, tune_stepsize) ========================
+def test_ill_conditioned(tmp_path):
+    out = run_quick("ill_conditioned", tmp_path)
+    assert_pngs(tmp_path, "ill_conditioned_error_vs_time.png")
+    assert out["condition"] > 1e3
+    table = out["tune_table"]
+    final = table[table["round"] == table["round"].max()]
+    assert out["tuned_stepsize"] == final.loc[final["ksd"].idxmin(), "stepsize"]  # the last round's best
+    assert out["tuned_stepsize"] < 4 / out["lambda_max"]  # inside SGLD's stability limit
+    last = {r["method"]: r for r in out["rows"] if r["n_iters"] == max(x["n_iters"] for x in out["rows"])}
+    assert set(last) == {"sgld", "psgld", "hamcmc", "osgld"}
+    # what the vignette shows: OSGLD's preconditioner fixes what SGLD's capped stepsize cannot
+    assert last["osgld"]["mean_error"] < 0.5 * last["sgld"]["mean_error"], last
+    assert last["osgld"]["ksd"] < last["sgld"]["ksd"], last
+    assert last["psgld"]["ksd"] < last["sgld"]["ksd"], last
+# == end ill_conditioned ========================================================================
