@@ -32,7 +32,7 @@ VARIANTS = {
     "sgld svrg": ("sgld", dict(stepsize=EPS, estimator="svrg")),
     "sgld saga": ("sgld", dict(stepsize=EPS, estimator="saga")),
     "sghmc (L=5)": ("sghmc", dict(stepsize=EPS)),
-    "sgnht": ("sgnht", dict(stepsize=EPS)),
+    "sgnht": ("sgnht", dict(stepsize=EPS / 10)),
     "psgld": ("psgld", dict(stepsize=1e-3)),
     "hamcmc": ("hamcmc", dict(stepsize=0.05, warmup_stepsize=EPS)),
     "osgld": ("osgld", dict()),
