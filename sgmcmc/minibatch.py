@@ -50,8 +50,9 @@ def sample_indices(generator: tf.random.Generator, n_rows: int, batch_size: int,
             return generator.uniform([n_chains, batch_size], 0, n_rows, dtype=tf.int64)
 
         def redraw_repeated_rows(indices):
-            # Each row is its own rejection sampler: only rows with a repeat are replaced.
-            return tf.where(_rows_with_repeats(indices)[:, None], draw(), indices)
+            # Each row is its own rejection sampler: only rows with a repeat are replaced. (A list,
+            # like the loop variables: eager while_loop does not repack a single tensor.)
+            return [tf.where(_rows_with_repeats(indices)[:, None], draw(), indices)]
 
         return tf.while_loop(
             lambda indices: tf.reduce_any(_rows_with_repeats(indices)), redraw_repeated_rows, [draw()]
@@ -91,7 +92,7 @@ def _feistel_permutation(x: tf.Tensor, keys: tf.Tensor, n_rows: int) -> tf.Tenso
         return bits.bitwise_or(bits.left_shift(left, shift), right)
 
     def walk(v):
-        return tf.where(v >= n_rows, encrypt(v), v)
+        return [tf.where(v >= n_rows, encrypt(v), v)]
 
     return tf.while_loop(lambda v: tf.reduce_any(v >= n_rows), walk, [encrypt(x)])[0]
 

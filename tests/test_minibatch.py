@@ -57,3 +57,15 @@ def test_permutation_path_large_dataset_marginals():
     assert all(len(set(row)) == 500 for row in out)
     assert stats.chisquare(np.bincount(out.ravel() * 10 // 55_000, minlength=10)).pvalue > 1e-4
     assert stats.chisquare(np.bincount(out.ravel() % 7, minlength=7)).pvalue > 1e-4
+
+
+def test_samplers_run_eagerly_too():
+    """Outside tf.function (eager while_loop): both exact samplers give distinct in-range rows
+    (this raised a loop-structure error before)."""
+    from sgmcmc.minibatch import sample_indices
+
+    generator = tf.random.Generator.from_seed(3)
+    for n_rows, batch in ((100_000, 50), (60, 40)):  # rejection; permutation
+        rows = sample_indices(generator, n_rows, batch, n_chains=3).numpy()
+        assert rows.shape == (3, batch) and rows.min() >= 0 and rows.max() < n_rows
+        assert all(len(set(r)) == batch for r in rows)
