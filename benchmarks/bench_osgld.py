@@ -1,4 +1,4 @@
-"""OSGLD's per-iteration time relative to SGLD's, at d = 10, 100, 1000 (a linear-Gaussian model).
+"""OSGLD's and HAMCMC's per-iteration time relative to SGLD's, at d = 10, 100, 1000 (a linear-Gaussian model).
 
 d ≤ 100 runs OSGLD's dense form (three d × d eigendecompositions per iteration), d = 1000 the
 diagonal form (sgmcmc.dynamics.osgld.DENSE_MAX_DIM). Both samplers run the same model, minibatch
@@ -37,7 +37,7 @@ def model(d: int, n_rows: int, seed: int = 0):
 
 def seconds_per_iteration(method: str, d: int, args) -> float:
     log_lik, log_prior, data = model(d, args.rows)
-    kw = dict(stepsize=1e-4) if method == "sgld" else {}
+    kw = {"sgld": dict(stepsize=1e-4), "hamcmc": dict(stepsize=0.05, warmup_stepsize=1e-4), "osgld": {}}[method]
     sampler = getattr(sgmcmc, f"{method}_setup")(
         log_lik, data, {"b": np.zeros(d)}, log_prior=log_prior, minibatch_size=args.minibatch, seed=1,
         dtype=args.dtype, **kw,
@@ -62,11 +62,13 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args()
     print(f"N = {args.rows}, n = {args.minibatch}, {args.dtype}, median of {args.repeats} × {args.iters} iterations")
-    print(f"{'d':>6} {'sgld µs/it':>12} {'osgld µs/it':>12} {'ratio':>8}")
+    print(f"{'d':>6} {'sgld µs/it':>12} {'osgld µs/it':>12} {'ratio':>8} {'hamcmc µs/it':>13} {'ratio':>8}")
     for d in args.dims:
         sgld = seconds_per_iteration("sgld", d, args)
         osgld = seconds_per_iteration("osgld", d, args)
-        print(f"{d:>6} {sgld * 1e6:>12.1f} {osgld * 1e6:>12.1f} {osgld / sgld:>8.1f}", flush=True)
+        hamcmc = seconds_per_iteration("hamcmc", d, args)
+        print(f"{d:>6} {sgld * 1e6:>12.1f} {osgld * 1e6:>12.1f} {osgld / sgld:>8.1f} {hamcmc * 1e6:>13.1f} "
+              f"{hamcmc / sgld:>8.1f}", flush=True)
 
 
 if __name__ == "__main__":
