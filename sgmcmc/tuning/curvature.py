@@ -69,7 +69,8 @@ def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor]) ->
         outer.watch(params)
         grads = value_and_grad(fn, params)[1]
         dot = tf.add_n([tf.reduce_sum(grads[k] * v[k]) for k in params])
-    return outer.gradient(dot, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    hv = outer.gradient(dot, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {k: tf.convert_to_tensor(g) for k, g in hv.items()}  # a gather's gradient is IndexedSlices
 
 
 class NegativeHessian:
