@@ -76,7 +76,7 @@ class MinibatchGradient:
         self.batch_size = batch_size
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size
-        self._batch_lik_grad = tf.function(self._lik_grad, reduce_retracing=True)
+        self._full_data_gradient = None
 
     def sample_indices(self, rng) -> tf.Tensor:
         """Per chain the minibatch's row indices, ``[K, n]`` int64."""
@@ -123,17 +123,13 @@ class MinibatchGradient:
         return map_over_chains(one_chain, (params, batch), self.n_chains)
 
     def full_data_gradient(self, params: Params) -> Params:
-        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, summed in batches of
-        :data:`FULL_GRADIENT_BATCH_ROWS` rows so memory stays bounded (one compiled call each)."""
-        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = {name: tf.zeros_like(p) for name, p in params.items()}
-        for start in range(0, self.n_rows, FULL_GRADIENT_BATCH_ROWS):
-            batch = {k: v[start : start + FULL_GRADIENT_BATCH_ROWS] for k, v in self.dataset.items()}
-            total = {name: total[name] + g for name, g in self._batch_lik_grad(params, batch).items()}
-        if self.log_prior is not None:
-            prior_grad = value_and_grad(self.log_prior, params)[1]
-            total = {name: total[name] + prior_grad[name] for name in total}
-        return total
+        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows: one compiled call of
+        :meth:`full_data_gradient_in_graph` (row batches of :data:`FULL_GRADIENT_BATCH_ROWS`, so
+        memory stays bounded). For a one-chain estimator."""
+        if self._full_data_gradient is None:
+            self._full_data_gradient = tf.function(self.full_data_gradient_in_graph)
+        total = self._full_data_gradient({name: tf.convert_to_tensor(p)[None] for name, p in params.items()})
+        return {name: g[0] for name, g in total.items()}
 
     def full_data_gradient_in_graph(self, params: Params) -> Params:
         r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
