@@ -1,6 +1,7 @@
 """Per-row gradients (SAGA's table, OSGLD's gradient covariance) against the closed form of a
 logistic regression: ∇_β log p(y_i|x_i) = (y_i − σ(x_iᵀβ + b)) x_i. Float32 agreement is ~1e-7;
-a sign error or a missing row gives differences of order 1."""
+a sign error or a missing row gives differences of order 1. Checked: per-row gradients of half
+the log-likelihood (a broken copy) fail this test."""
 
 import numpy as np
 import tensorflow as tf
