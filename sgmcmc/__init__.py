@@ -12,7 +12,7 @@ _quiet_tensorflow_startup()
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from . import schedules
 from .datasets import get_dataset
-from .errors import BurnInNotFound, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
+from .errors import BurnInNotFound, CompilationWarning, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
 from .sampler import Sampler
 from .samplers import (
     hamcmc,
@@ -54,6 +54,7 @@ __all__ = [
     "Session",
     "StepsizeCheck",
     "StepsizeWarning",
+    "CompilationWarning",
     "check_stepsize",
     "full_gradients",
     "get_dataset",

@@ -211,6 +211,9 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
     if store_gradients:
         bytes_per_iter *= 2
     max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // bytes_per_iter)))
+    xla_groups = sampler.max_groups_per_call(store_gradients)
+    if xla_groups is not None:  # XLA's sampling call has fixed storage
+        max_chunk = max(1, min(max_chunk, keep.thin * xla_groups))
     target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
     if checkpoint_every:
         max_chunk = max(1, min(max_chunk, checkpoint_every))

@@ -72,3 +72,10 @@ class BurnInNotFound(RuntimeError):
         self.iteration = iteration
         self.chains = chains
         self.samples = {}
+
+
+class CompilationWarning(UserWarning):
+    """The model could not be compiled by XLA, so the chain runs in TensorFlow's graph mode (the
+    same algorithm and results up to rounding, slower per iteration). Silence it with
+    ``warnings.filterwarnings("ignore", category=sgmcmc.CompilationWarning)`` or start in graph
+    mode with ``SGMCMC_XLA=0``."""

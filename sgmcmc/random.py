@@ -52,11 +52,15 @@ class ChainRandom:
         The stateful generator all draws come from.
     dtype
         The model's floating dtype.
+    xla
+        Draw minibatches with the samplers that have XLA kernels (:mod:`sgmcmc.minibatch`); read
+        when a function is traced, so the sampler sets it with its compilation mode.
     """
 
-    def __init__(self, generator: tf.random.Generator, dtype: tf.DType):
+    def __init__(self, generator: tf.random.Generator, dtype: tf.DType, xla: bool = False):
         self.generator = generator
         self.dtype = dtype
+        self.xla = xla
 
     def normal(self, like: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Standard normal noise shaped like each tensor of ``like`` (one generator call)."""
@@ -71,4 +75,4 @@ class ChainRandom:
     def minibatch_indices(self, n_chains: int, n_rows: int, batch_size: int, replace: bool = False) -> tf.Tensor:
         """``[n_chains, batch_size]`` row indices, each row a uniform subset of ``[0, n_rows)``
         (``replace=True``: i.i.d. uniform rows, repeats allowed)."""
-        return sample_indices(self.generator, n_rows, batch_size, n_chains, replace)
+        return sample_indices(self.generator, n_rows, batch_size, n_chains, replace, self.xla)

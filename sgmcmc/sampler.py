@@ -3,9 +3,22 @@
 ``Sampler._step`` is the only place one iteration is written. The whole-chain API traces it
 inside loops (:meth:`Sampler.advance` for iterations kept by nobody, :meth:`Sampler.sample_groups`
 for groups of ``thin`` iterations ending in a kept one: many iterations per call, only kept
-iterations written to ``TensorArray`` s); the step-by-step API traces it alone
+iterations written to ``TensorArray`` s); the step-by-step API runs one iteration
 (:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
 pass the same global iteration ``t``, so the same seed gives the same chain.
+
+Compilation mode (:attr:`Sampler.jit_compile`): TensorFlow's graph mode by default; with
+``SGMCMC_XLA=1`` in the environment the loops are XLA programs (``tf.function(jit_compile=True)``).
+Graph mode is the default because it measured as fast per iteration as XLA for one chain once
+the minibatch sampler was cheap (268 vs 282 µs at N = 10^4, 296 vs 306 at N = 581,012), faster
+for several chains (XLA 1.5× slower at K = 4), and it compiles ~1.5 s sooner per function
+(benchmarks/RESULTS.md). Under XLA the step API calls the loop's own ``advance`` program with
+n = 1, because two XLA programs of the same iteration may round differently in the last bit; in
+graph mode it calls a step function of its own (Grappler's rewrites are off for both,
+:mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g.
+``tf.print``) falls back to graph mode at the first call, with a
+:class:`~sgmcmc.CompilationWarning`. XLA silently clamps out-of-range ``tf.gather`` indices where
+graph mode raises: one more reason it is opt-in.
 
 K chains are stepped together: every state tensor has a leading chain axis (see
 :mod:`sgmcmc.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
@@ -21,6 +34,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -30,10 +44,27 @@ import tensorflow as tf
 from . import inputs
 from .dynamics import SGD
 from .dynamics.base import BoundEstimator, Estimate
-from .errors import DivergenceError, NotInitialisedError
+from .errors import CompilationWarning, DivergenceError, NotInitialisedError
 from .estimators import ControlVariateGradient, MinibatchGradient
 from .graph_options import package_call_options
 from .random import ChainRandom, generator_from_seed, reset_generator
+
+#: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
+#: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
+#: every chunk length shares one compiled program.
+XLA_MAX_GROUPS = 4096
+XLA_BUFFER_BYTES = 16 * 2**20
+
+
+def default_jit_compile() -> bool:
+    """Graph mode unless the environment says ``SGMCMC_XLA=1`` (module docstring)."""
+    value = os.environ.get("SGMCMC_XLA", "0").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode, the default) or 1 (XLA)")
+
 
 #: XOR-ed into the seed for the generator of work done only for storage (the estimate at a final
 #: kept sample), so storing gradients never changes the chain (SPEC §10).
@@ -109,6 +140,9 @@ class Sampler:
     iteration : int
         Iterations run since :func:`sgmcmc.init_sess` (the global counter burn-in and thinning
         count on).
+    jit_compile : bool
+        Whether the chain runs as XLA programs (see the module docstring); becomes False if XLA
+        cannot compile the model.
     """
 
     def __init__(
@@ -180,10 +214,24 @@ class Sampler:
             self.estimator = ControlVariateGradient(self._plain, self._anchor, self._anchor_grad)
         self._aux: dict | None = None
         self.initialised = False
-        self._compiled_step = None
+        self._jit_compile = False
+        self.jit_compile = default_jit_compile()
+        self._xla_ran: set = set()  # compiled functions XLA has compiled and run once
+        self._compiled_step = None  # the step API's call (_make_step)
+        self._step_function = None  # the concrete function it runs
         self._functions: dict = {}
         self._run_opt_chunk = None
         self._estimate_for_storage = None
+
+    @property
+    def jit_compile(self) -> bool:
+        return self._jit_compile
+
+    @jit_compile.setter
+    def jit_compile(self, value: bool) -> None:
+        """The compilation mode; the minibatch samplers follow it (XLA has no ``tf.unique``)."""
+        self._jit_compile = bool(value)
+        self.rng.xla = self._storage_rng.xla = bool(value)
 
     # -- layout -----------------------------------------------------------------------------
     def _user_layout(self, name: str, starts: list[dict[str, np.ndarray]]) -> np.ndarray:
@@ -261,24 +309,27 @@ class Sampler:
         self._last_log_post.assign(last)
         return done, diverged_at, last
 
-    def _sample_chunk(self, groups, thin, store_gradients: bool, thin_is_one: bool):
+    def _sample_chunk(self, groups, thin, store_gradients: bool, thin_is_one: bool, capacity: int | None = None):
         """``groups`` groups of ``thin`` iterations from a kept boundary (or the end of burn-in):
         per group, the estimate its first iteration makes (at the group's starting state) and the
         state after its last iteration are written. Conditionals are avoided on purpose: each
-        costs a function call per iteration in TensorFlow's executor."""
+        costs a function call per iteration in TensorFlow's executor. ``capacity`` (XLA: a
+        compile-time size, ≥ ``groups``) sizes the storage; only the first ``groups`` slots are
+        written."""
         it0 = self._iteration.read_value()
         k = self.n_chains
         n_groups = tf.cast(groups, tf.int32)
+        size = n_groups if capacity is None else capacity
         samples = {
-            name: tf.TensorArray(self.dtype, size=n_groups, element_shape=[k, *shape])
+            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
             for name, shape in self.shapes.items()
         }
         grads = {
-            name: tf.TensorArray(self.dtype, size=n_groups, element_shape=[k, *shape])
+            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
             for name, shape in self.shapes.items()
             if store_gradients
         }
-        log_posts = tf.TensorArray(self.dtype, size=n_groups, element_shape=[k])
+        log_posts = tf.TensorArray(self.dtype, size=size, element_shape=[k])
 
         def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
             t = it0 + tf.cast(j, tf.int64) * thin + 1
@@ -318,16 +369,51 @@ class Sampler:
 
     def _compiled(self, key, make):
         if key not in self._functions:
-            self._functions[key] = tf.function(make)
+            self._functions[key] = tf.function(make, jit_compile=self.jit_compile or None)
         return self._functions[key]
+
+    def _call(self, key, make, *args):
+        """Call the compiled function ``key`` (made by ``make`` on first use) with Grappler's
+        rewrites off. Under XLA, an error at a function's first call — before any of its ops
+        has run, as XLA compiles the whole function first — switches this sampler to graph mode
+        for good (every function, so both APIs stay in one mode) and retries once; an error
+        that graph mode raises too is the model's own and propagates."""
+        with package_call_options():
+            if not self.jit_compile or key in self._xla_ran:
+                return self._compiled(key, make)(*args)
+            try:
+                result = self._compiled(key, make)(*args)
+            except tf.errors.OpError as error:
+                self.jit_compile = False
+                self._functions.clear()
+                self._compiled_step = None
+                result = self._compiled(key, make)(*args)
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                warnings.warn(
+                    f"{self.method}: XLA could not compile this model ({reason[:300]}); the chain runs in "
+                    f"TensorFlow's graph mode instead (the same algorithm, slower per iteration). "
+                    f"SGMCMC_XLA=0 selects graph mode from the start.",
+                    CompilationWarning,
+                    stacklevel=3,
+                )
+                return result
+            self._xla_ran.add(key)
+            return result
+
+    def max_groups_per_call(self, store_gradients: bool = False) -> int | None:
+        """The most kept groups one :meth:`sample_groups` call may hold: under XLA its fixed
+        storage (:data:`XLA_MAX_GROUPS` slots within :data:`XLA_BUFFER_BYTES`), else None."""
+        if not self.jit_compile:
+            return None
+        per_group = sum(int(np.prod(s)) for s in self.shapes.values()) * (2 if store_gradients else 1) + 1
+        per_group *= self.n_chains * self.dtype.size
+        return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // per_group))
 
     def advance(self, n: int) -> ChunkResult:
         """``n`` iterations in one compiled call, nothing stored (burn-in, or up to the next
         thinning boundary)."""
         self._require_initialised()
-        run = self._compiled("advance", self._advance_chunk)
-        with package_call_options():
-            done, diverged_at, last = run(tf.constant(n, tf.int64))
+        done, diverged_at, last = self._call("advance", self._advance_chunk, tf.constant(n, tf.int64))
         return self._result({}, None, {}, last, done, diverged_at)
 
     def advance_until_ready(self, n: int) -> ChunkResult:
@@ -337,9 +423,9 @@ class Sampler:
         self._require_initialised()
         if not hasattr(self.kernel, "ready"):
             raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
-        run = self._compiled("advance_until_ready", lambda n: self._advance_chunk(n, until_ready=True))
-        with package_call_options():
-            done, diverged_at, last = run(tf.constant(n, tf.int64))
+        done, diverged_at, last = self._call(
+            "advance_until_ready", lambda n: self._advance_chunk(n, until_ready=True), tf.constant(n, tf.int64)
+        )
         return self._result({}, None, {}, last, done, diverged_at)
 
     def ready(self) -> np.ndarray:
@@ -351,15 +437,25 @@ class Sampler:
 
     def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
         """``groups × thin`` iterations in one compiled call from a thinning boundary, keeping the
-        last state of each group of ``thin`` and the estimate made at each group's first state."""
+        last state of each group of ``thin`` and the estimate made at each group's first state.
+        Under XLA ``groups`` is at most :meth:`max_groups_per_call`."""
         self._require_initialised()
-        key = ("sample", bool(store_gradients), thin == 1)
-        run = self._compiled(key, lambda g, th: self._sample_chunk(g, th, bool(store_gradients), thin == 1))
-        with package_call_options():
-            samples, log_posts, grads, last, done, diverged_at = run(
-                tf.constant(groups, tf.int64), tf.constant(thin, tf.int64)
-            )
-        return self._result(samples, log_posts, grads, last, done, diverged_at)
+        capacity = self.max_groups_per_call(store_gradients)
+        if capacity is not None and groups > capacity:
+            raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
+        key = ("sample", bool(store_gradients), thin == 1, capacity)
+        samples, log_posts, grads, last, done, diverged_at = self._call(
+            key,
+            lambda g, th: self._sample_chunk(g, th, bool(store_gradients), thin == 1, capacity),
+            tf.constant(groups, tf.int64),
+            tf.constant(thin, tf.int64),
+        )
+        chunk = self._result(samples, log_posts, grads, last, done, diverged_at)
+        return chunk._replace(  # XLA's storage has `capacity` slots
+            samples={name: s[:groups] for name, s in chunk.samples.items()},
+            log_posts=chunk.log_posts[:groups],
+            grads={name: g[:groups] for name, g in chunk.grads.items()},
+        )
 
     def _result(self, samples, log_posts, grads, last, done, diverged_at) -> ChunkResult:
         last = last.numpy()
@@ -427,8 +523,9 @@ class Sampler:
         return ChunkResult({}, np.empty((0, 1)), {}, last.numpy(), int(done), int(diverged_at), np.zeros(1, bool))
 
     def _checked_step(self) -> tf.Tensor:
-        """One step, written to the variables only if the new state and the log-posterior
-        estimate are finite (so a divergence leaves the last finite state in place)."""
+        """Graph mode's step: one iteration, written to the variables only if the new state and
+        the log-posterior estimate are finite (so a divergence leaves the last finite state in
+        place); returns whether it was."""
         t = self._iteration.read_value() + 1
         state, est = self._step(self._read_state(), t)
         finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
@@ -438,11 +535,24 @@ class Sampler:
             self._last_log_post.assign(est.log_post)
         return finite
 
+    def _make_step(self):
+        """The step API's compiled call, returning whether the iteration was finite. Under XLA:
+        the loop's own ``advance`` program with n = 1 (a separate XLA program of the same
+        iteration could round differently in the last bit)."""
+        if self.jit_compile:
+            self._call("advance", self._advance_chunk, tf.constant(0, tf.int64))  # compiles, or falls back
+        if not self.jit_compile:
+            checked = self._step_function = tf.function(self._checked_step).get_concrete_function()
+            return lambda: bool(checked())
+        advance = self._compiled("advance", self._advance_chunk).get_concrete_function(tf.TensorSpec([], tf.int64))
+        self._step_function, one = advance, tf.constant(1, tf.int64)
+        return lambda: int(advance(one)[1]) == 0
+
     def step(self) -> None:
         """One iteration as one call of a compiled concrete function (no retracing)."""
         self._require_initialised()
         if self._compiled_step is None:
-            self._compiled_step = tf.function(self._checked_step).get_concrete_function()
+            self._compiled_step = self._make_step()
         with package_call_options():
             finite = self._compiled_step()
         if not finite:

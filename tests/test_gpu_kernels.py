@@ -65,6 +65,6 @@ def test_chunk_and_step_graphs_have_gpu_kernels(sampler):
     for function in chunks:
         for concrete in function._list_all_concrete_functions():
             types |= _op_types(concrete)
-    types |= _op_types(sampler._compiled_step)
+    types |= _op_types(sampler._step_function)
     assert any("Gather" in t for t in types)
     assert _without_gpu_kernel(types) == []
