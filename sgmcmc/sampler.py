@@ -7,27 +7,19 @@ iterations written to ``TensorArray`` s); the step-by-step API runs one iteratio
 (:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
 pass the same global iteration ``t``, so the same seed gives the same chain.
 
-Compilation mode (:attr:`Sampler.jit_compile`): TensorFlow's graph mode by default; with
-``SGMCMC_XLA=1`` in the environment the loops are XLA programs (``tf.function(jit_compile=True)``).
-Graph mode is the default because it measured as fast per iteration as XLA for one chain once
-the minibatch sampler was cheap (268 vs 282 µs at N = 10^4, 296 vs 306 at N = 581,012), faster
-for several chains (XLA 1.5× slower at K = 4), and it compiles ~1.5 s sooner per function
-(benchmarks/RESULTS.md). Under XLA the step API calls the loop's own ``advance`` program with
-n = 1, because two XLA programs of the same iteration may round differently in the last bit; in
-graph mode it calls a step function of its own (Grappler's rewrites are off for both,
-:mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g.
-``tf.print``) falls back to graph mode at the first call, with a
-:class:`~sgmcmc.CompilationWarning`. XLA silently clamps out-of-range ``tf.gather`` indices where
-graph mode raises: one more reason it is opt-in.
-
-K chains are stepped together: every state tensor has a leading chain axis (see
-:mod:`sgmcmc.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
-for one chain (R), ``[K, *shape]`` for several.
-
-With ``constraints`` the sampler is built on the unconstrained scale (starts, wrapped
-``log_lik``/``log_prior``, :mod:`sgmcmc.constraints`): its state, ``shapes`` and stored
-gradients are unconstrained, and only :meth:`Sampler.get_params` and the returned samples map
-back to the constrained scale.
+Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) for one
+chain whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA and
+OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise; ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
+(benchmarks/RESULTS.md): with replacement XLA fuses the iteration, 49 vs 222 µs/it at
+N = 581,012 and a faster first call (3.0 vs 4.7 s); without replacement the exact subset sampler
+needs a sort or ``tf.unique`` (none in XLA), and XLA is no faster (296 graph vs 306 µs/it) and
+compiles ~1.5 s longer per function; for K = 4 chains XLA was 1.5× slower. Under XLA the step API
+calls the loop's own ``advance`` program with n = 1, because two XLA programs of the same
+iteration may round differently in the last bit; in graph mode it calls a step function of its
+own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA cannot
+compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the first call,
+with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather`` indices where
+graph mode raises.
 """
 
 from __future__ import annotations
@@ -56,14 +48,17 @@ XLA_MAX_GROUPS = 4096
 XLA_BUFFER_BYTES = 16 * 2**20
 
 
-def default_jit_compile() -> bool:
-    """Graph mode unless the environment says ``SGMCMC_XLA=1`` (module docstring)."""
-    value = os.environ.get("SGMCMC_XLA", "0").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
+def default_jit_compile(xla_by_default: bool) -> bool:
+    """``xla_by_default`` (where XLA measured faster: ``samplers._build``) unless the environment
+    says ``SGMCMC_XLA=0`` (graph) or ``1`` (XLA) (module docstring)."""
+    value = os.environ.get("SGMCMC_XLA", "auto").strip().lower()
+    if value in ("0", "false", "no", "off"):
         return False
     if value in ("1", "true", "yes", "on"):
         return True
-    raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode, the default) or 1 (XLA)")
+    if value not in ("", "auto"):
+        raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode), 1 (XLA) or auto (the default)")
+    return xla_by_default
 
 
 #: XOR-ed into the seed for the generator of work done only for storage (the estimate at a final
@@ -164,12 +159,14 @@ class Sampler:
         constraints=None,
         wrap_estimator=None,
         minibatch_replace: bool = False,
+        xla_by_default: bool = False,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
         in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
         ``wrap_estimator(plain, like)``, if given, makes a stateful estimator around the plain one
         (SVRG, SAGA: :mod:`sgmcmc.estimators.variance_reduced`), ``like`` the ``[K, *shape]``
-        starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement."""
+        starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement.
+        ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one."""
         self.method = method
         self.kernel = kernel
         self.dtype = dtype
@@ -215,7 +212,7 @@ class Sampler:
         self._aux: dict | None = None
         self.initialised = False
         self._jit_compile = False
-        self.jit_compile = default_jit_compile()
+        self.jit_compile = default_jit_compile(xla_by_default)
         self._xla_ran: set = set()  # compiled functions XLA has compiled and run once
         self._compiled_step = None  # the step API's call (_make_step)
         self._step_function = None  # the concrete function it runs

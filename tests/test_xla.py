@@ -1,11 +1,11 @@
-"""XLA mode (``SGMCMC_XLA=1``): the same chain from both APIs, the right stationary spread, and a
+"""XLA mode (the default for one chain with ``minibatch_replace=True``; ``SGMCMC_XLA=1`` forces
+it): the same chain from both APIs, the right stationary spread, the default's choice, and a
 graph-mode fallback for models XLA cannot compile.
 
-Graph mode is the default and what the rest of the suite runs; XLA mode changes only how the
-loops are compiled (and the minibatch sampler: graph mode's ``tf.unique`` has no XLA kernel), so
-these tests pin what can differ: bit-identity between the whole-chain and step APIs across
-chunk boundaries (storage of fixed capacity, sliced), reproducibility, the statistics, and the
-fallback.
+Graph mode is what most of the suite runs; XLA mode changes only how the loops are compiled (and
+the subset sampler: graph mode's ``tf.unique`` has no XLA kernel), so these tests pin what can
+differ: bit-identity between the whole-chain and step APIs across chunk boundaries (storage of
+fixed capacity, sliced), reproducibility, the statistics, and the fallback.
 """
 
 from __future__ import annotations
@@ -83,3 +83,22 @@ def test_bad_sgmcmc_xla_value_is_refused(monkeypatch, small_gauss, setup):
     monkeypatch.setenv("SGMCMC_XLA", "maybe")
     with pytest.raises(ValueError, match="SGMCMC_XLA"):
         setup("sgld", small_gauss, seed=1)
+
+
+def test_compilation_mode_defaults(monkeypatch, small_gauss, setup):
+    """XLA by default exactly where it measured faster (benchmarks/xla_replace_samplers.py): one
+    chain with i.i.d. minibatches, not SAGA; ``SGMCMC_XLA`` overrides."""
+    monkeypatch.delenv("SGMCMC_XLA", raising=False)
+
+    def mode(name="sgld", **kwargs):
+        return setup(name, small_gauss, seed=1, **kwargs).jit_compile
+
+    assert mode(minibatch_replace=True)
+    assert mode("sghmc", minibatch_replace=True, estimator="svrg")
+    assert not mode()  # without replacement: the exact subset sampler has no XLA form that pays
+    assert not mode(minibatch_replace=True, n_chains=2)
+    assert not mode(minibatch_replace=True, estimator="saga")
+    monkeypatch.setenv("SGMCMC_XLA", "0")
+    assert not mode(minibatch_replace=True)
+    monkeypatch.setenv("SGMCMC_XLA", "1")
+    assert mode(n_chains=2)
