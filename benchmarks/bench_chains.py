@@ -9,7 +9,10 @@
     × 55: wall time (median of repeats) and peak resident memory above the level before the
     call (VmHWM after resetting it through /proc/self/clear_refs).
 
-Usage: python benchmarks/bench_chains.py [--iters 2000] [--repeats 5] [--chains 1,4,16]
+``--replace``: ``minibatch_replace=True`` (one chain then runs under XLA by default; ``SGMCMC_XLA``
+forces a mode for every K).
+
+Usage: python benchmarks/bench_chains.py [--iters 2000] [--repeats 5] [--chains 1,4,16] [--replace]
 """
 
 from __future__ import annotations
@@ -51,11 +54,11 @@ def peak_above_baseline(fn):
     return seconds, max(0, _status("VmHWM:") - before)
 
 
-def bench_chains(n_iters: int, repeats: int, chains: list[int]) -> None:
+def bench_chains(n_iters: int, repeats: int, chains: list[int], replace: bool = False) -> None:
     data = make_data(581_012)
     samplers = {}
     for k in chains:
-        s = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 500, seed=1, n_chains=k)
+        s = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 500, seed=1, n_chains=k, minibatch_replace=replace)
         sgmcmc.sample_chain(s, n_iters, verbose=False)  # compile + warm-up
         sgmcmc.sample_chain(s, 3 * n_iters, verbose=False)
         samplers[k] = s
@@ -69,7 +72,8 @@ def bench_chains(n_iters: int, repeats: int, chains: list[int]) -> None:
     marginal = {
         k: (statistics.median(times[k, 3]) - statistics.median(times[k, 1])) / (2 * n_iters) * 1e6 for k in chains
     }
-    print(f"(a) SGLD, N = 581,012, n = 500: marginal µs/iteration, n = {n_iters}, medians of {repeats} alternating repeats")
+    modes = "/".join(sorted({"XLA" if s.jit_compile else "graph" for s in samplers.values()}))
+    print(f"(a) SGLD, N = 581,012, n = 500{', replace' if replace else ''} ({modes}): marginal µs/iteration, n = {n_iters}, medians of {repeats} alternating repeats")
     for k in chains:
         spread = [(b - a) / (2 * n_iters) * 1e6 for a, b in zip(times[k, 1], times[k, 3])]
         print(
@@ -107,10 +111,11 @@ def main(argv=None):
     p.add_argument("--chains", default="1,4,16")
     p.add_argument("--skip-chains", action="store_true")
     p.add_argument("--skip-analysis", action="store_true")
+    p.add_argument("--replace", action="store_true", help="minibatch_replace=True")
     args = p.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs visible, load average {os.getloadavg()[0]:.2f} at start", flush=True)
     if not args.skip_chains:
-        bench_chains(args.iters, args.repeats, [int(c) for c in args.chains.split(",")])
+        bench_chains(args.iters, args.repeats, [int(c) for c in args.chains.split(",")], args.replace)
     if not args.skip_analysis:
         bench_analysis(max(1, args.repeats // 2))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")

@@ -3,7 +3,10 @@
 Prints the median per-call cost of ``sgmcmc_step`` and of ``get_params`` (blocks of 1,000
 calls, medians over blocks), and resident memory (RSS) after 10^3 and after 10^5 steps.
 
-Usage: python benchmarks/bench_step.py [--steps 100000] [--n-rows 581012]
+``--replace``: ``minibatch_replace=True`` (XLA mode by default: the step is the loop's own
+``advance`` program with n = 1).
+
+Usage: python benchmarks/bench_step.py [--steps 100000] [--n-rows 581012] [--replace]
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument("--n-rows", type=int, default=581_012)
+    p.add_argument("--replace", action="store_true")
     args = p.parse_args(argv)
-    sampler = sgmcmc.sgld_setup(log_lik, make_data(args.n_rows), start(), 5e-6, log_prior, 500, seed=1)
+    sampler = sgmcmc.sgld_setup(log_lik, make_data(args.n_rows), start(), 5e-6, log_prior, 500, seed=1,
+                                minibatch_replace=args.replace)
     sess = sgmcmc.init_sess(sampler, verbose=False)
     step_us, get_us = [], []
     rss_1e3 = None
@@ -52,6 +57,7 @@ def main(argv=None):
         if done == 1000:
             rss_1e3 = rss_mb()
     print(
+        f"{'XLA' if sampler.jit_compile else 'graph'}{', replace' if args.replace else ''}: "
         f"N={args.n_rows}: sgmcmc_step {statistics.median(step_us[1:] or step_us):.0f} µs/call, "
         f"get_params {statistics.median(get_us):.0f} µs/call (medians over blocks of 1,000); "
         f"RSS after 10^3 steps {rss_1e3:.0f} MB, after {done:,} steps {rss_mb():.0f} MB",

@@ -7,13 +7,14 @@ iterations written to ``TensorArray`` s); the step-by-step API runs one iteratio
 (:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
 pass the same global iteration ``t``, so the same seed gives the same chain.
 
-Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) for one
-chain whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA and
+Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) for
+chains whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA and
 OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise; ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
 (benchmarks/RESULTS.md): with replacement XLA fuses the iteration, 49 vs 222 µs/it at
 N = 581,012 and a faster first call (3.0 vs 4.7 s); without replacement the exact subset sampler
 needs a sort or ``tf.unique`` (none in XLA), and XLA is no faster (296 graph vs 306 µs/it) and
-compiles ~1.5 s longer per function; for K = 4 chains XLA was 1.5× slower. Under XLA the step API
+compiles ~1.5 s longer per function; for K = 4 chains XLA was 1.5× slower there (with
+replacement 1.25× faster: 233 vs 292 µs/it). Under XLA the step API
 calls the loop's own ``advance`` program with n = 1, because two XLA programs of the same
 iteration may round differently in the last bit; in graph mode it calls a step function of its
 own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA cannot
