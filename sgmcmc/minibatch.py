@@ -1,6 +1,6 @@
 """In-graph minibatch sampling: n distinct row indices out of N in O(n) expected work.
 
-Graph mode (the default) uses one exact sampler of a uniformly random n-subset for n ≤ N/2:
+Graph mode uses one exact sampler of a uniformly random n-subset for n ≤ N/2:
 
 * first distinct: draw M i.i.d. uniform indices and keep the first n distinct ones in draw
   order (``tf.unique`` keeps first occurrences in order). That is sequential sampling with
@@ -10,8 +10,8 @@ Graph mode (the default) uses one exact sampler of a uniformly random n-subset f
   all are drawn again, which keeps the result exact (success is a relabelling-invariant event).
   About 10 kernels whatever N and n: the earlier Feistel network dispatched ~230 per draw at
   N = 10^4 (benchmarks/RESULTS.md).
-* top keys, for n > N/2: the n largest of N i.i.d. float64 keys (ties have probability
-  ~N²/2^54): O(N) = O(n) work.
+* top keys, for n > N/2: the indices of the n largest of N i.i.d. float64 keys (a tie has
+  probability ~N²/2^54): O(N log n) = O(n log n) work.
 
 ``tf.unique`` has no XLA kernel (its output size is data-dependent), so XLA-compiled chains
 (:attr:`sgmcmc.sampler.Sampler.jit_compile`) use two other exact samplers, chosen at trace time:

@@ -7,20 +7,30 @@ iterations written to ``TensorArray`` s); the step-by-step API runs one iteratio
 (:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
 pass the same global iteration ``t``, so the same seed gives the same chain.
 
+K chains are stepped together: every state tensor has a leading chain axis (see
+:mod:`sgmcmc.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
+for one chain (R), ``[K, *shape]`` for several.
+
+With ``constraints`` the sampler is built on the unconstrained scale (starts, wrapped
+``log_lik``/``log_prior``, :mod:`sgmcmc.constraints`): its state, ``shapes`` and stored
+gradients are unconstrained, and only :meth:`Sampler.get_params` and the returned samples map
+back to the constrained scale.
+
 Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) for
-chains whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA and
-OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise; ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
+chains whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA
+and OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise.
+``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
 (benchmarks/RESULTS.md): with replacement XLA fuses the iteration, 49 vs 222 µs/it at
-N = 581,012 and a faster first call (3.0 vs 4.7 s); without replacement the exact subset sampler
-needs a sort or ``tf.unique`` (none in XLA), and XLA is no faster (296 graph vs 306 µs/it) and
-compiles ~1.5 s longer per function; for K = 4 chains XLA was 1.5× slower there (with
-replacement 1.25× faster: 233 vs 292 µs/it). Under XLA the step API
-calls the loop's own ``advance`` program with n = 1, because two XLA programs of the same
-iteration may round differently in the last bit; in graph mode it calls a step function of its
-own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA cannot
-compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the first call,
-with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather`` indices where
-graph mode raises.
+N = 581,012 and a faster first call (3.0 vs 4.7 s); without replacement the exact subset
+sampler needs a sort or ``tf.unique`` (none in XLA), and XLA is no faster (296 graph vs 306
+µs/it), compiles ~1.5 s longer per function, and was 1.5× slower for K = 4 (with replacement
+1.25× faster: 233 vs 292 µs/it). Under XLA the step API calls the loop's own ``advance``
+program with n = 1, because two XLA programs of the same iteration may round differently in the
+last bit; in graph mode it calls a step function of its own (Grappler's rewrites are off for
+both, :mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g.
+``tf.print``) falls back to graph mode at the first call, with a
+:class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather`` indices where graph
+mode raises.
 """
 
 from __future__ import annotations
