@@ -3,9 +3,11 @@ of a model with a gather has a GPU kernel registered in the installed TensorFlow
 would run on a GPU without host round trips.
 
 The model is the MNIST BNN's regime (softmax regression with integer labels through
-``tf.gather``, n = 500 of N = 55,000 rows: n(n-1)/2N > 1, the permutation minibatch sampler).
-With ``tf.random.experimental.index_shuffle`` as that sampler (as before) the test fails:
-``RandomIndexShuffle`` has a CPU kernel only.
+``tf.gather``, n = 500 of N = 55,000 rows), two chains in graph mode: the subset sampler is the
+first n distinct of M draws (``Unique``, ``DenseBincount``, ``Cumsum``, all with GPU kernels).
+With ``tf.random.experimental.index_shuffle`` as the sampler (as two rounds ago) the test fails:
+``RandomIndexShuffle`` has a CPU kernel only. XLA mode is compiled by XLA for the device, so its
+ops are not in this registry.
 """
 
 from __future__ import annotations
