@@ -37,9 +37,8 @@ from logreg_model import log_lik, log_prior, make_data, start  # noqa: E402
 def make_sampler(data, chains: int, variant: str, replace: bool):
     sampler = sgmcmc.sgld_setup(log_lik, data, start(), 1e-5, log_prior=log_prior, minibatch_size=500, seed=1,
                                 n_chains=chains, minibatch_replace=replace)
-    if variant == "xla_loop":
-        sampler.jit_compile = True  # the package's XLA mode (its minibatch samplers too)
-    elif variant == "xla_body":
+    sampler.jit_compile = variant == "xla_loop"  # set explicitly: the default depends on `replace`
+    if variant == "xla_body":
         sampler._step = tf.function(sampler._step, jit_compile=True)
     sgmcmc.init_sess(sampler, verbose=False)
     return sampler

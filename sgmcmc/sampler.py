@@ -21,10 +21,12 @@ chains whose minibatches are drawn with replacement (``minibatch_replace=True``)
 and OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise.
 ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
 (benchmarks/RESULTS.md): with replacement XLA fuses the iteration, 49 vs 222 µs/it at
-N = 581,012 and a faster first call (3.0 vs 4.7 s); without replacement the exact subset
-sampler needs a sort or ``tf.unique`` (none in XLA), and XLA is no faster (296 graph vs 306
-µs/it), compiles ~1.5 s longer per function, and was 1.5× slower for K = 4 (with replacement
-1.25× faster: 233 vs 292 µs/it). Under XLA the step API calls the loop's own ``advance``
+N = 581,012 and a faster first call (3.0 vs 4.7 s). Without replacement the exact subset
+sampler has no cheap XLA form (``tf.unique`` has no XLA kernel; XLA mode rejects repeats with a
+sort): one chain takes 0.71–0.85× of graph mode's time per iteration but compiles ~0.6 s longer
+per sampler (break-even near 10^4 iterations), and K = 4 chains are 2× slower, so graph mode
+stays the default there; ``SGMCMC_XLA=1`` suits long single-chain runs. With replacement XLA is
+1.25× faster for K = 4 too (233 vs 292 µs/it). Under XLA the step API calls the loop's own ``advance``
 program with n = 1, because two XLA programs of the same iteration may round differently in the
 last bit; in graph mode it calls a step function of its own (Grappler's rewrites are off for
 both, :mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g.

@@ -27,12 +27,21 @@ def xla(monkeypatch):
     monkeypatch.setattr(sgmcmc.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
-def test_step_api_equals_whole_chain_under_xla(name, xla, small_gauss, run, setup):
+@pytest.mark.parametrize(
+    "name, replace", [("sgld", False), ("sghmccv", False), ("sgld", True)], ids=["sgld", "sghmccv", "sgld-replace"]
+)
+def test_step_api_equals_whole_chain_under_xla(name, replace, small_gauss, run, setup, monkeypatch):
     """40 iterations with burn-in 6 and thin 2 (advance + sampling programs, chunks of ≤ 16
     groups) equal the step API's every second state after burn-in, bit for bit: two samplers
-    compiled separately reproduce one chain from one seed."""
+    compiled separately reproduce one chain from one seed. Without replacement XLA is forced
+    (``SGMCMC_XLA=1``); with replacement it is the default."""
+    monkeypatch.setattr(sgmcmc.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
+    if replace:
+        monkeypatch.delenv("SGMCMC_XLA", raising=False)
+    else:
+        monkeypatch.setenv("SGMCMC_XLA", "1")
     extra = dict(n_iters_opt=50) if name.endswith("cv") else {}
+    extra.update(minibatch_replace=replace)
     whole = run(name, small_gauss, n_iters=40, burn_in=6, thin=2, seed=7, **extra)["theta"]
     sampler = setup(name, small_gauss, seed=7, **extra)
     assert sampler.jit_compile
