@@ -207,10 +207,7 @@ def run_chain(
 
 def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every):
     """The chunk loop of :func:`run_chain`, from the sampler's current iteration to the run's end."""
-    bytes_per_iter = max(1, sum(int(np.prod(s)) for s in sampler.shapes.values()) * sampler.n_chains * sampler.dtype.size)
-    if store_gradients:
-        bytes_per_iter *= 2
-    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // bytes_per_iter)))
+    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // sampler.bytes_per_kept(store_gradients))))
     xla_groups = sampler.max_groups_per_call(store_gradients)
     if xla_groups is not None:  # XLA's sampling call has fixed storage
         max_chunk = max(1, min(max_chunk, keep.thin * xla_groups))

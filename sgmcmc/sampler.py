@@ -410,14 +410,18 @@ class Sampler:
             self._xla_ran.add(key)
             return result
 
+    def bytes_per_kept(self, store_gradients: bool = False) -> int:
+        """Bytes one kept group adds to a sampling call's output, all chains: the state, its
+        gradient if stored, and the log-posterior estimate."""
+        per_chain = sum(int(np.prod(s)) for s in self.shapes.values()) * (2 if store_gradients else 1) + 1
+        return per_chain * self.n_chains * self.dtype.size
+
     def max_groups_per_call(self, store_gradients: bool = False) -> int | None:
         """The most kept groups one :meth:`sample_groups` call may hold: under XLA its fixed
         storage (:data:`XLA_MAX_GROUPS` slots within :data:`XLA_BUFFER_BYTES`), else None."""
         if not self.jit_compile:
             return None
-        per_group = sum(int(np.prod(s)) for s in self.shapes.values()) * (2 if store_gradients else 1) + 1
-        per_group *= self.n_chains * self.dtype.size
-        return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // per_group))
+        return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // self.bytes_per_kept(store_gradients)))
 
     def advance(self, n: int) -> ChunkResult:
         """``n`` iterations in one compiled call, nothing stored (burn-in, or up to the next
