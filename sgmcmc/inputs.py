@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from .minibatch import gather_rows
+from .rows import CastEntry, is_array_like, output_dtype, take_rows
 
 #: Rows used for the trial evaluation of the user's functions.
 TRIAL_ROWS = 10
@@ -72,58 +72,71 @@ def _entries(dataset: Any) -> Mapping:
     )
 
 
-def _first_non_finite_row(array: np.ndarray, chunk_rows: int) -> int | None:
+def _first_non_finite_row(array: Any, chunk_rows: int) -> int | None:
     """The first row of ``array`` holding NaN or Inf, or None.
 
-    ``min`` and ``max`` propagate NaN and expose ±Inf without a temporary the size of the
-    data; only if they are not finite is the offending row looked for, chunk by chunk."""
-    if np.isfinite(array.min()) and np.isfinite(array.max()):
+    For a numpy array (a memmap too) ``min`` and ``max`` propagate NaN and expose ±Inf without
+    a temporary the size of the data; only if they are not finite is the offending row looked
+    for. Other array-likes (h5py, zarr) are read block by block."""
+    if isinstance(array, np.ndarray) and np.isfinite(array.min()) and np.isfinite(array.max()):
         return None
     for start in range(0, len(array), chunk_rows):
-        finite = np.isfinite(array[start : start + chunk_rows])
+        finite = np.isfinite(np.asarray(array[start : start + chunk_rows]))
         rows = finite.reshape(len(finite), -1).all(axis=1)
         if not rows.all():
             return start + int(np.argmin(rows))
-    return None  # pragma: no cover - min/max said otherwise
+    return None
 
 
 #: Bytes per chunk when a dataset entry is scanned for the row holding NaN or Inf.
 SCAN_CHUNK_BYTES = 1 << 24
 
 
-def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, np.ndarray]:
-    """Dataset entries as arrays: floats in the model dtype, integers kept as integers.
+def _as_entry(value: Any) -> Any:
+    """The user's entry as something read in place: numpy arrays (memmaps included) and
+    on-disk array-likes (h5py, zarr) as they are; pandas, tensors and lists as numpy arrays."""
+    if is_array_like(value):
+        return value
+    if hasattr(value, "to_numpy"):
+        return value.to_numpy()
+    return np.asarray(value)
 
-    ``dataset`` is a dict of name -> array-like (numpy, pandas Series, tf tensor) or a pandas
-    DataFrame (each column an entry). Nothing is copied that need not be: a float entry
-    already in the model dtype comes back as the same memory (``np.shares_memory``); a cast
-    (float64 -> float32, bool -> int32) makes the one unavoidable copy. The NaN/Inf check
-    allocates nothing the size of the data."""
+
+def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
+    """Dataset entries as the sampler reads them: floats in the model dtype, integers kept as
+    integers, booleans as int32 — without copying any entry (SPEC §11).
+
+    ``dataset`` is a dict of name -> array-like (numpy, ``np.memmap``, h5py ``Dataset``, zarr
+    ``Array``, pandas Series, tf tensor) or a pandas DataFrame (each column an entry). Numpy
+    arrays and on-disk array-likes are kept where they are: an entry already in its reading
+    dtype comes back as the same object (``np.shares_memory``); one that needs a cast (float64
+    in a float32 model, booleans) comes back as a :class:`~sgmcmc.rows.CastEntry`, which casts
+    the rows read from it, never the whole entry. The NaN/Inf check reads the entry once, in
+    blocks, and allocates nothing the size of the data."""
     entries = _entries(dataset)
     if not entries:
         raise ValueError("dataset is empty: give at least one entry, e.g. dataset={'x': x}")
     target = np.dtype(dtype.as_numpy_dtype)
     out = {}
     for name, value in entries.items():
-        array = value.to_numpy() if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray) else np.asarray(value)
-        if array.ndim == 0:
+        array = _as_entry(value)
+        if len(array.shape) == 0:
             raise ValueError(
                 f"dataset[{name!r}] is a scalar: observations lie on the first axis, so every entry needs one"
             )
-        if array.dtype.kind == "b":
-            array = array.astype(np.int32)
-        if array.dtype.kind == "f":
-            array = array.astype(target, copy=False)  # no copy when it is already the model dtype
-            row_bytes = max(1, array[:1].nbytes)
+        kind = np.dtype(array.dtype).kind
+        if kind == "f":
+            row_bytes = max(1, int(np.prod(array.shape[1:], dtype=np.int64)) * np.dtype(array.dtype).itemsize)
             bad = _first_non_finite_row(array, max(1, SCAN_CHUNK_BYTES // row_bytes))
             if bad is not None:
                 raise ValueError(
                     f"dataset[{name!r}] contains NaN or Inf (first at row {bad}): remove or impute those rows"
                 )
-        elif array.dtype.kind not in "iu":
+        elif kind not in "iub":
             raise TypeError(f"dataset[{name!r}] is not numeric (dtype {array.dtype}): convert it to numbers")
-        out[name] = array
-    lengths = {name: len(a) for name, a in out.items()}
+        reading = output_dtype(np.dtype(array.dtype), target)
+        out[name] = array if np.dtype(array.dtype) == reading else CastEntry(array, reading)
+    lengths = {name: int(a.shape[0]) for name, a in out.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(
             f"dataset entries have different lengths on the first axis {lengths}: every entry must hold "
@@ -268,23 +281,30 @@ _OPT_OUT = (
 )
 
 
-def _integer_ranges(dataset: dict[str, np.ndarray]) -> dict[str, tuple[int, int, int, int]]:
-    """For each integer entry: its min, max, and a row holding each."""
+def _integer_ranges(dataset: dict[str, Any]) -> dict[str, tuple[int, int, int, int]]:
+    """For each integer entry: its min, max, and a row holding each (read in blocks)."""
     out = {}
     for name, array in dataset.items():
-        if array.dtype.kind not in "iu" or len(array) == 0:
+        if np.dtype(array.dtype).kind not in "iu" or len(array) == 0:
             continue
-        per_row = array if array.ndim == 1 else array.reshape(len(array), -1)
-        lows = per_row if array.ndim == 1 else per_row.min(axis=1)
-        highs = per_row if array.ndim == 1 else per_row.max(axis=1)
-        low_row, high_row = int(np.argmin(lows)), int(np.argmax(highs))
-        out[name] = (int(lows[low_row]), int(highs[high_row]), low_row, high_row)
+        row_bytes = max(1, int(np.prod(array.shape[1:], dtype=np.int64)) * np.dtype(array.dtype).itemsize)
+        step = max(1, SCAN_CHUNK_BYTES // row_bytes)
+        low = high = None
+        for start in range(0, len(array), step):
+            block = np.asarray(array[start : start + step]).reshape(min(step, len(array) - start), -1)
+            lows, highs = block.min(axis=1), block.max(axis=1)
+            i, j = int(np.argmin(lows)), int(np.argmax(highs))
+            if low is None or lows[i] < low[0]:
+                low = (int(lows[i]), start + i)
+            if high is None or highs[j] > high[0]:
+                high = (int(highs[j]), start + j)
+        out[name] = (low[0], high[0], low[1], high[1])
     return out
 
 
-def _rows(dataset: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, tf.Tensor]:
-    """The given rows of every entry as small tensors (only those rows are copied)."""
-    return {name: tf.constant(np.ascontiguousarray(array[rows])) for name, array in dataset.items()}
+def _rows(dataset: dict[str, Any], rows: np.ndarray) -> dict[str, tf.Tensor]:
+    """The given rows of every entry as small tensors (only those rows are read)."""
+    return {name: tf.constant(np.ascontiguousarray(take_rows(array, rows))) for name, array in dataset.items()}
 
 
 def _value_and_grads(fn: Callable, params: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict]:

@@ -1,46 +1,29 @@
-"""The random draws of a chain, from one stateful ``tf.random.Generator``.
+"""The random draws of the chains inside one iteration: counter-based, per chain.
 
-Kernels and estimators draw through :class:`ChainRandom` so that one iteration makes few random
-ops (one normal draw for every parameter and chain) and the whole-chain and step-by-step APIs,
-which trace the same step, consume the generator in the same order (same seed, same chain).
+Noise, auxiliary draws and seeds for TensorFlow's stateless ops come from stateless Philox
+calls keyed by the seed and stream, whose counter holds the chain, the global iteration t and
+the call's position j within the iteration (:meth:`ChainRandom.begin` starts an iteration). A
+chain's draws are therefore a function of (seed, stream, chain, t) alone: the same whatever the
+chunking, whichever API runs the step, and however many chains run beside it. (One draw per
+chain: under XLA a stateless draw of shape [K, S] is not a prefix of one of shape [K', S], so
+chains sharing one draw would depend on K.)
+
+The minibatches are not drawn here but handed in: :mod:`sgmcmc.minibatch` draws their indices
+ahead, on the host, and the sampler gathers their rows (:mod:`sgmcmc.rows`) and passes one
+iteration's block to :meth:`ChainRandom.begin`; estimators take them in order with
+:meth:`ChainRandom.minibatch`.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from .minibatch import sample_indices
+from .minibatch import philox_key
 
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix64(x: int) -> int:
-    """SplitMix64's finaliser: a bijective 64-bit mix, so nearby seeds give unrelated keys."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def seed_state(seed: int) -> list[int]:
-    """The Philox state ``[counter_lo, counter_hi, key]`` (as int64) for a user's seed.
-
-    ``tf.random.Generator.from_seed`` puts a small seed into Philox's *counter*, so seeds 1 and 2
-    give the same stream shifted by one block (with several chains, chain 0 of seed 2 repeated
-    chain 2 of seed 1). Here the seed picks the *key*, through a bijective mix, and the counter
-    starts at 0: different seeds give unrelated streams.
-    """
-    key = _splitmix64(int(seed) & _MASK64)
-    signed = key - (1 << 64) if key >= (1 << 63) else key
-    return [0, 0, signed]
-
-
-def generator_from_seed(seed: int) -> tf.random.Generator:
-    return tf.random.Generator.from_state(seed_state(seed), alg="philox")
-
-
-def reset_generator(generator: tf.random.Generator, seed: int) -> None:
-    generator.reset(tf.constant(seed_state(seed), tf.int64))
+_PHILOX = 1  # TensorFlow's algorithm id
+#: Calls one iteration may make (the counter's j): far above any kernel's.
+MAX_CALLS_PER_ITERATION = 1 << 16
+_CHAIN_SHIFT = 40  # chain k's counters start at k·2^40 blocks: no overlap below 2^40 blocks a call
 
 
 class ChainRandom:
@@ -48,31 +31,90 @@ class ChainRandom:
 
     Parameters
     ----------
-    generator
-        The stateful generator all draws come from.
+    seed
+        The user's seed (an int).
+    stream
+        Which of the sampler's streams (:mod:`sgmcmc.minibatch`: the chains', storage, mode search).
     dtype
         The model's floating dtype.
-    xla
-        Draw minibatches with the samplers that have XLA kernels (:mod:`sgmcmc.minibatch`); read
-        when a function is traced, so the sampler sets it with its compilation mode.
+    chains
+        The indices of the chains this object draws for (default ``0 … n_chains − 1``).
     """
 
-    def __init__(self, generator: tf.random.Generator, dtype: tf.DType, xla: bool = False):
-        self.generator = generator
+    def __init__(self, seed: int, stream: int, dtype: tf.DType, n_chains: int, chains=None):
         self.dtype = dtype
-        self.xla = xla
+        self.chains = list(range(n_chains)) if chains is None else [int(c) for c in chains]
+        key = philox_key(seed, stream, 0) >> 64  # the half that depends on the stream
+        self._key = tf.constant([key], tf.uint64)
+        self._t = None
+        self._calls = 0
+        self._batches = None
+        self._taken = 0
+
+    def begin(self, t: tf.Tensor, batches: dict | None = None) -> None:
+        """Start iteration ``t`` (traced): ``batches`` holds its minibatches,
+        ``{"rows": name -> [D, K, n, …], "indices": [D, K, n]}`` (D per iteration)."""
+        self._t = tf.cast(t, tf.uint64)
+        self._calls = 0
+        self._batches = batches
+        self._taken = 0
+
+    def minibatches_taken(self) -> int:
+        return self._taken
+
+    def _counter(self, chain: int) -> tf.Tensor:
+        if self._t is None:
+            raise RuntimeError("ChainRandom.begin(t) must start the iteration before any draw")
+        call = self._calls
+        self._calls += 1
+        high = self._t * MAX_CALLS_PER_ITERATION + call
+        return tf.stack([tf.constant(chain << _CHAIN_SHIFT, tf.uint64), high])
+
+    def _per_chain(self, draw) -> tf.Tensor:
+        call = self._calls
+        out = []
+        for chain in self.chains:
+            self._calls = call
+            out.append(draw(self._counter(chain)))
+        return tf.stack(out)
 
     def normal(self, like: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """Standard normal noise shaped like each tensor of ``like`` (one generator call)."""
-        sizes = [int(v.shape.num_elements()) for v in like.values()]
-        flat = tf.split(self.generator.normal([sum(sizes)], dtype=self.dtype), sizes)
-        return {k: tf.reshape(x, v.shape) for (k, v), x in zip(like.items(), flat)}
+        """Standard normal noise shaped like each ``[K, …]`` tensor of ``like`` (one draw per chain)."""
+        sizes = [int(v.shape[1:].num_elements()) for v in like.values()]
+        flat = self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomNormalV2(shape=[sum(sizes)], key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype)
+        )
+        parts = tf.split(flat, sizes, axis=1)
+        return {k: tf.reshape(x, v.shape) for (k, v), x in zip(like.items(), parts)}
+
+    def uniform(self, shape: list[int], minval: float, maxval: float) -> tf.Tensor:
+        """``[K, *shape]`` uniform on ``[minval, maxval)`` in the model dtype."""
+        u = self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomUniformV2(shape=shape, key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype)
+        )
+        return minval + (maxval - minval) * u
 
     def seed(self) -> tf.Tensor:
-        """A shape-[2] int64 seed for TensorFlow's stateless random ops (gamma, Poisson, …)."""
-        return self.generator.uniform_full_int([2], dtype=tf.int64)
+        """A ``[2]`` int64 seed for TensorFlow's stateless random ops (gamma, Poisson, …) drawing
+        for all chains at once (SCIR's draws: its chains depend on the chain count)."""
+        return self.chain_seeds()[0]
 
-    def minibatch_indices(self, n_chains: int, n_rows: int, batch_size: int, replace: bool = False) -> tf.Tensor:
-        """``[n_chains, batch_size]`` row indices, each row a uniform subset of ``[0, n_rows)``
-        (``replace=True``: i.i.d. uniform rows, repeats allowed)."""
-        return sample_indices(self.generator, n_rows, batch_size, n_chains, replace, self.xla)
+    def chain_seeds(self) -> tf.Tensor:
+        """``[K, 2]`` int64 seeds for stateless random ops, chain k's own."""
+        return self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomUniformFullIntV2(shape=[2], key=self._key, counter=c, alg=_PHILOX, dtype=tf.int64)
+        )
+
+    def minibatch(self) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """The iteration's next minibatch: rows ``name -> [K, n, …]`` and indices ``[K, n]``."""
+        if self._batches is None:
+            raise RuntimeError("this iteration was given no minibatches (ChainRandom.begin)")
+        d = self._taken
+        indices = self._batches["indices"]
+        if d >= indices.shape[0]:
+            raise RuntimeError(
+                f"the kernel drew more minibatches per iteration than the {indices.shape[0]} its "
+                "minibatches_per_iteration announced"
+            )
+        self._taken += 1
+        return {k: v[d] for k, v in self._batches["rows"].items()}, indices[d]

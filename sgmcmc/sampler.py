@@ -46,13 +46,15 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from . import inputs
 from .dynamics import SGD
 from .dynamics.base import BoundEstimator, Estimate
 from .errors import CompilationWarning, DivergenceError, NotInitialisedError
 from .estimators import ControlVariateGradient, MinibatchGradient
 from .graph_options import package_call_options
-from .random import ChainRandom, generator_from_seed, reset_generator
+from .minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
+from .pipeline import BlockFeed, iterations_per_block
+from .random import ChainRandom
+from .rows import Rows
 
 #: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
 #: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
@@ -72,11 +74,6 @@ def default_jit_compile(xla_by_default: bool) -> bool:
     if value not in ("", "auto"):
         raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode), 1 (XLA) or auto (the default)")
     return xla_by_default
-
-
-#: XOR-ed into the seed for the generator of work done only for storage (the estimate at a final
-#: kept sample), so storing gradients never changes the chain (SPEC §10).
-STORAGE_STREAM = 0x5DEECE66D
 
 
 @dataclass(frozen=True)
@@ -126,6 +123,24 @@ def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.T
     for p in params.values():
         total = total + tf.reduce_sum(tf.reshape(p, [tf.shape(p)[0], -1]), axis=1)
     return tf.math.is_finite(total)
+
+
+def _iteration_of(block: dict, i: tf.Tensor) -> dict:
+    """Iteration ``i`` of a block (:mod:`sgmcmc.pipeline`): ``rows`` name -> ``[D, K, n, …]``,
+    ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
+    a variable (the iteration counter) for each value of it, i.e. at every call."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, i), block)
+
+
+def _check_minibatches_taken(rng: ChainRandom, batches: dict | None, method: str) -> None:
+    """At trace time: the kernel used every minibatch its ``minibatches_per_iteration`` announced
+    (a kernel that takes fewer would leave rows drawn for nothing, and its chain would change if
+    the count were corrected)."""
+    if batches is not None and rng.minibatches_taken() != batches["indices"].shape[0]:
+        raise RuntimeError(
+            f"{method}: the kernel used {rng.minibatches_taken()} minibatches in an iteration but announced "
+            f"{batches['indices'].shape[0]} (minibatches_per_iteration)"
+        )
 
 
 class Sampler:
@@ -186,36 +201,40 @@ class Sampler:
         self.seed = int(seed) if seed is not None else secrets.randbits(63)
         self.batch_size = batch_size
         self.n_chains = len(starts)
-        self.n_rows = len(next(iter(dataset.values())))
+        self.n_rows = int(next(iter(dataset.values())).shape[0])
         self.control_variate = control_variate
         self.settings = dict(settings or {})
         self.constraints = constraints  # starts and functions are already unconstrained (_build)
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
         self._starts = starts
         self._starts_given_per_chain = starts_given_per_chain
-        self.generator = generator_from_seed(self.seed)
-        self._storage_generator = generator_from_seed(self.seed ^ STORAGE_STREAM)
-        self.rng = ChainRandom(self.generator, dtype)
-        self._storage_rng = ChainRandom(self._storage_generator, dtype)
+        self.rng = ChainRandom(self.seed, CHAIN_STREAM, dtype, self.n_chains)
+        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, dtype, self.n_chains)
         self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
-        data = inputs.as_tensors(dataset)  # shares the user's aligned arrays: no copy
+        # The rows are read where they are (sgmcmc.rows): the estimators get the entries, and the
+        # minibatches reach the compiled loop as blocks gathered ahead (sgmcmc.pipeline).
+        self.rows = Rows(dataset, dtype.as_numpy_dtype)
+        per_iteration = int(getattr(kernel, "minibatches_per_iteration", 1))
+        self._minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
+        self._feeds: dict = {}
         if make_estimator is not None:  # a model other than log_lik + log_prior (scir, sgrld: counts)
             if control_variate is not None:
                 raise ValueError("a sampler with its own estimator has no control-variate mode search")
             self._plain = None
-            self.estimator = make_estimator(data, batch_size, self.n_chains)
+            self.estimator = make_estimator(dataset, batch_size, self.n_chains)
         elif control_variate is None:
-            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains, minibatch_replace)
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace)
             self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
         else:
-            self._plain = MinibatchGradient(log_lik, log_prior, data, batch_size, self.n_chains, minibatch_replace)
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace)
             self._plain_one_chain = (
                 self._plain
                 if self.n_chains == 1
-                else MinibatchGradient(log_lik, log_prior, data, batch_size, 1, minibatch_replace)
+                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace)
             )
+            self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, dtype, 1)
             self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in starts[0].items()}
             self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
             self._anchor_grad = {
@@ -231,6 +250,7 @@ class Sampler:
         self._step_function = None  # the concrete function it runs
         self._functions: dict = {}
         self._run_opt_chunk = None
+        self._opt_iteration = 0  # steps of the mode search so far
         self._estimate_for_storage = None
 
     @property
@@ -239,9 +259,8 @@ class Sampler:
 
     @jit_compile.setter
     def jit_compile(self, value: bool) -> None:
-        """The compilation mode; the minibatch samplers follow it (XLA has no ``tf.unique``)."""
+        """The compilation mode of every compiled function of this sampler."""
         self._jit_compile = bool(value)
-        self.rng.xla = self._storage_rng.xla = bool(value)
 
     # -- layout -----------------------------------------------------------------------------
     def _user_layout(self, name: str, starts: list[dict[str, np.ndarray]]) -> np.ndarray:
@@ -268,26 +287,29 @@ class Sampler:
         tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
 
     # -- one iteration -------------------------------------------------------------------
-    def _step(self, state, t: tf.Tensor):
-        """One iteration of the chains, a pure function of the state ``(params, aux)`` and the
-        global iteration ``t`` apart from the random generator: returns the new state and the
-        estimate made at the state it started from."""
+    def _step(self, state, t: tf.Tensor, batches: dict):
+        """One iteration of the chains, a pure function of the state ``(params, aux)``, the
+        global iteration ``t`` and its minibatches ``batches`` (one iteration of a block,
+        :mod:`sgmcmc.pipeline`): returns the new state and the estimate made at the state it
+        started from."""
         params, aux = state
-
+        self.rng.begin(t, batches)
         estimate = BoundEstimator(self.estimator, self.rng, t)
         new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
+        _check_minibatches_taken(self.rng, batches, self.method)
         return (new_params, new_aux), est
 
     # -- compiled entry points ------------------------------------------------------------
-    def _iterate(self, state, prev, t0, k, diverged_at, until_ready: bool = False):
+    def _iterate(self, state, prev, t0, k, diverged_at, block, origin, until_ready: bool = False):
         """``k`` iterations from global iteration ``t0`` with nothing stored, stopping at the
         first non-finite value (``diverged_at`` then holds its iteration and ``prev`` the last
         finite state) and, ``until_ready``, once the kernel's ``ready(aux)`` holds for every
-        chain. Returns ``(state, prev, diverged_at, last_log_post, iterations_run)``."""
+        chain. Iteration t reads ``block[t − origin − 1]``. Returns ``(state, prev, diverged_at,
+        last_log_post, iterations_run)``."""
 
         def body(i, state, prev, diverged_at, last):
             t = t0 + i + 1
-            new, est = self._step(state, t)
+            new, est = self._step(state, t, _iteration_of(block, t - origin - 1))
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
             return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
 
@@ -309,17 +331,19 @@ class Sampler:
         done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
         return done
 
-    def _advance_chunk(self, n, until_ready: bool = False):
+    def _advance_chunk(self, n, block, until_ready: bool = False):
         it0 = self._iteration.read_value()
         state = self._read_state()
-        state, prev, diverged_at, last, ran = self._iterate(state, state, it0, n, tf.constant(0, tf.int64), until_ready)
+        state, prev, diverged_at, last, ran = self._iterate(
+            state, state, it0, n, tf.constant(0, tf.int64), block, it0, until_ready
+        )
         done = self._finish_chunk(it0, state, prev, diverged_at, last)
         done = tf.where(diverged_at == 0, ran, done)  # ran < n only when until_ready stopped it
         self._iteration.assign(it0 + done)
         self._last_log_post.assign(last)
         return done, diverged_at, last
 
-    def _sample_chunk(self, groups, thin, store_gradients: bool, thin_is_one: bool, capacity: int | None = None):
+    def _sample_chunk(self, groups, thin, block, store_gradients: bool, thin_is_one: bool, capacity: int | None = None):
         """``groups`` groups of ``thin`` iterations from a kept boundary (or the end of burn-in):
         per group, the estimate its first iteration makes (at the group's starting state) and the
         state after its last iteration are written. Conditionals are avoided on purpose: each
@@ -343,7 +367,7 @@ class Sampler:
 
         def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
             t = it0 + tf.cast(j, tf.int64) * thin + 1
-            new, est = self._step(state, t)
+            new, est = self._step(state, t, _iteration_of(block, t - it0 - 1))
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
             diverged_at = tf.where(ok, diverged_at, t)
             prev, state = state, new
@@ -351,7 +375,7 @@ class Sampler:
             grads = {name: ta.write(j, est.grads[name]) for name, ta in grads.items()}
             last = est.log_post
             if not thin_is_one:
-                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at)[:4]
+                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at, block, it0)[:4]
             samples = {name: ta.write(j, state[0][name]) for name, ta in samples.items()}
             return j + 1, state, prev, diverged_at, last, samples, grads, log_posts
 
@@ -396,7 +420,7 @@ class Sampler:
             except tf.errors.OpError as error:
                 self.jit_compile = False
                 self._functions.clear()
-                self._compiled_step = None
+                self._compiled_step = self._step_function = None
                 result = self._compiled(key, make)(*args)
                 reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 warnings.warn(
@@ -423,12 +447,52 @@ class Sampler:
             return None
         return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // self.bytes_per_kept(store_gradients)))
 
+    def _feed(self, kind: str = "chain", capacity: int | None = None) -> BlockFeed:
+        """The block feed (:mod:`sgmcmc.pipeline`) of the chains' own minibatches (``"chain"``),
+        of the storage stream (``"storage"``, one iteration) or of the mode search (``"mode"``,
+        one chain); ``capacity`` overrides the iterations per block."""
+        key = (kind, capacity)
+        if key not in self._feeds:
+            if kind == "chain":
+                indices, chains, stream = self._minibatches, range(self.n_chains), CHAIN_STREAM
+            else:
+                indices = MinibatchIndices(self.n_rows, self.batch_size, self._minibatches.replace, 1)
+                chains = [0] if kind == "mode" else range(self.n_chains)
+                stream = MODE_SEARCH_STREAM if kind == "mode" else STORAGE_STREAM
+                capacity = 1 if kind == "storage" else capacity
+            if capacity is None:
+                capacity = iterations_per_block(indices, len(chains), self.rows.row_bytes)
+            self._feeds[key] = BlockFeed(self.rows, indices, self.seed, stream, chains, capacity)
+        return self._feeds[key]
+
+    def _sampling_feed(self, thin: int) -> BlockFeed:
+        """The chains' feed for sampling calls: a block holds at least one group of ``thin``."""
+        feed = self._feed("chain")
+        return feed if thin <= feed.capacity else self._feed("chain", thin)
+
+    def _run_blocks(self, n: int, feed: BlockFeed, per_call: int, call) -> list:
+        """Run ``n`` iterations from the current one as calls of at most ``per_call`` iterations,
+        each given its block (the next one gathered meanwhile); ``call(m, block)`` runs m of them
+        and returns ``(done, diverged_at, …)``. Stops at a divergence or when a call completes
+        fewer iterations than asked (a kernel's ``ready``). Returns every call's result."""
+        results, t, remaining = [], self.iteration, n
+        while True:
+            m = min(remaining, per_call)
+            after = min(remaining - m, per_call)
+            block = feed.block(t, max(m, 1), prefetch=(t + m, after) if after else None)
+            result = call(m, block)
+            results.append(result)
+            done = int(result[0])
+            t, remaining = t + done, remaining - done
+            if int(result[1]) or remaining <= 0 or done < m:
+                feed.cancel()
+                return results
+
     def advance(self, n: int) -> ChunkResult:
-        """``n`` iterations in one compiled call, nothing stored (burn-in, or up to the next
-        thinning boundary)."""
+        """``n`` iterations in compiled calls, nothing stored (burn-in, or up to the next thinning
+        boundary)."""
         self._require_initialised()
-        done, diverged_at, last = self._call("advance", self._advance_chunk, tf.constant(n, tf.int64))
-        return self._result({}, None, {}, last, done, diverged_at)
+        return self._advance(n, until_ready=False)
 
     def advance_until_ready(self, n: int) -> ChunkResult:
         """Like :meth:`advance`, but the compiled loop also stops after the iteration at which
@@ -437,10 +501,18 @@ class Sampler:
         self._require_initialised()
         if not hasattr(self.kernel, "ready"):
             raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
-        done, diverged_at, last = self._call(
-            "advance_until_ready", lambda n: self._advance_chunk(n, until_ready=True), tf.constant(n, tf.int64)
-        )
-        return self._result({}, None, {}, last, done, diverged_at)
+        return self._advance(n, until_ready=True)
+
+    def _advance(self, n: int, until_ready: bool) -> ChunkResult:
+        key = "advance_until_ready" if until_ready else "advance"
+        feed = self._feed("chain")
+
+        def call(m, block):
+            return self._call(key, lambda n, block: self._advance_chunk(n, block, until_ready=until_ready), tf.constant(m, tf.int64), block)
+
+        results = self._run_blocks(n, feed, feed.capacity, call)
+        done = sum(int(r[0]) for r in results)
+        return self._result({}, None, {}, results[-1][2], done, results[-1][1])
 
     def ready(self) -> np.ndarray:
         """``[K]`` bools: the kernel's ``ready(aux)`` at the current state (all True for a kernel
@@ -450,25 +522,41 @@ class Sampler:
         return np.asarray(self.kernel.ready(tf.nest.map_structure(lambda v: v.read_value(), self._aux)))
 
     def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
-        """``groups × thin`` iterations in one compiled call from a thinning boundary, keeping the
+        """``groups × thin`` iterations in compiled calls from a thinning boundary, keeping the
         last state of each group of ``thin`` and the estimate made at each group's first state.
         Under XLA ``groups`` is at most :meth:`max_groups_per_call`."""
         self._require_initialised()
         capacity = self.max_groups_per_call(store_gradients)
         if capacity is not None and groups > capacity:
             raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
-        key = ("sample", bool(store_gradients), thin == 1, capacity)
-        samples, log_posts, grads, last, done, diverged_at = self._call(
-            key,
-            lambda g, th: self._sample_chunk(g, th, bool(store_gradients), thin == 1, capacity),
-            tf.constant(groups, tf.int64),
-            tf.constant(thin, tf.int64),
-        )
-        chunk = self._result(samples, log_posts, grads, last, done, diverged_at)
-        return chunk._replace(  # XLA's storage has `capacity` slots
-            samples={name: s[:groups] for name, s in chunk.samples.items()},
-            log_posts=chunk.log_posts[:groups],
-            grads={name: g[:groups] for name, g in chunk.grads.items()},
+        feed = self._sampling_feed(thin)
+        per_call = feed.capacity // thin
+        storage = None if capacity is None else min(capacity, per_call)
+        key = ("sample", bool(store_gradients), thin == 1, storage, feed.capacity)
+
+        def call(m, block):
+            g = tf.constant(m // thin, tf.int64)
+            out = self._call(
+                key,
+                lambda g, th, block: self._sample_chunk(g, th, block, bool(store_gradients), thin == 1, storage),
+                g,
+                tf.constant(thin, tf.int64),
+                block,
+            )
+            samples, log_posts, grads, last, done, diverged_at = out
+            return done, diverged_at, last, m // thin, samples, log_posts, grads
+
+        results = self._run_blocks(groups * thin, feed, per_call * thin, call)
+        parts = [
+            self._result(samples, log_posts, grads, last, done, diverged_at)
+            for done, diverged_at, last, g, samples, log_posts, grads in results
+        ]
+        sizes = [r[3] for r in results]
+        return parts[-1]._replace(  # XLA's storage has `storage` slots: keep the groups asked for
+            samples={name: np.concatenate([p.samples[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].samples},
+            log_posts=np.concatenate([p.log_posts[:g] for p, g in zip(parts, sizes)]),
+            grads={name: np.concatenate([p.grads[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].grads},
+            done=sum(p.done for p in parts),
         )
 
     def _result(self, samples, log_posts, grads, last, done, diverged_at) -> ChunkResult:
@@ -499,49 +587,69 @@ class Sampler:
             evaluate = getattr(self.estimator, "for_storage", self.estimator)
 
             @tf.function
-            def estimate():
-                return evaluate(self._read_params(), self._storage_rng, self._iteration.read_value() + 1)
+            def estimate(block):
+                t = self._iteration.read_value() + 1
+                self._storage_rng.begin(t, _iteration_of(block, 0))
+                return evaluate(self._read_params(), self._storage_rng, t)
 
             self._estimate_for_storage = estimate
+        block = self._feed("storage").block(self.iteration, 1)
         with package_call_options():
-            est = self._estimate_for_storage()
+            est = self._estimate_for_storage(block)
         return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
 
     def run_opt_chunk(self, n: int) -> ChunkResult:
-        """``n`` steps of the SGD mode search (one chain, from the first start); returns the
-        last log-posterior estimate and where it diverged, if it did."""
+        """``n`` more steps of the SGD mode search (one chain, from the first start, its own
+        minibatch stream); returns the last log-posterior estimate and where it diverged."""
         if self._run_opt_chunk is None:
             kernel = SGD(self.control_variate.opt_stepsize)
 
             @tf.function
-            def run_opt_chunk(n):
+            def run_opt_chunk(n, t0, block):
                 params = {k: v.read_value()[None] for k, v in self._mode.items()}
                 last = tf.zeros([1], self.dtype)
                 diverged_at = tf.constant(0, tf.int64)
                 done = tf.constant(0, tf.int64)
                 for i in tf.range(n):
+                    t = t0 + i + 1
+                    self._opt_rng.begin(t, _iteration_of(block, i))
                     new, _, est = kernel.one_step(
-                        params, {}, BoundEstimator(self._plain_one_chain, self.rng, i + 1), self.rng, i + 1
+                        params, {}, BoundEstimator(self._plain_one_chain, self._opt_rng, t), self._opt_rng, t
                     )
                     if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
-                        diverged_at = i + 1
+                        diverged_at = t
                         break
                     params, last, done = new, est.log_post, i + 1
                 for k, v in self._mode.items():
                     v.assign(params[k][0])
-                return last, done, diverged_at
+                return done, diverged_at, last
 
             self._run_opt_chunk = run_opt_chunk
-        with package_call_options():
-            last, done, diverged_at = self._run_opt_chunk(tf.constant(n, tf.int64))
-        return ChunkResult({}, np.empty((0, 1)), {}, last.numpy(), int(done), int(diverged_at), np.zeros(1, bool))
+        feed = self._feed("mode")
+        results, remaining = [], n
+        while remaining > 0:
+            m = min(remaining, feed.capacity)
+            after = min(remaining - m, feed.capacity)
+            block = feed.block(self._opt_iteration, m, prefetch=(self._opt_iteration + m, after) if after else None)
+            with package_call_options():
+                done, diverged_at, last = self._run_opt_chunk(
+                    tf.constant(m, tf.int64), tf.constant(self._opt_iteration, tf.int64), block
+                )
+            results.append((int(done), int(diverged_at), last.numpy()))
+            self._opt_iteration += int(done)
+            remaining -= int(done)
+            if int(diverged_at):
+                feed.cancel()
+                break
+        done = sum(r[0] for r in results)
+        return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
 
-    def _checked_step(self) -> tf.Tensor:
+    def _checked_step(self, block) -> tf.Tensor:
         """Graph mode's step: one iteration, written to the variables only if the new state and
         the log-posterior estimate are finite (so a divergence leaves the last finite state in
         place); returns whether it was."""
         t = self._iteration.read_value() + 1
-        state, est = self._step(self._read_state(), t)
+        state, est = self._step(self._read_state(), t, _iteration_of(block, 0))
         finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
         if finite:
             self._write_state(state)
@@ -550,25 +658,38 @@ class Sampler:
         return finite
 
     def _make_step(self):
-        """The step API's compiled call, returning whether the iteration was finite. Under XLA:
-        the loop's own ``advance`` program with n = 1 (a separate XLA program of the same
-        iteration could round differently in the last bit)."""
+        """The step API's compiled call ``block -> finite``. Under XLA: the loop's own
+        ``advance`` program with n = 1 and a block of the loop's capacity holding one iteration
+        (a separate XLA program of the same iteration could round differently in the last bit)."""
         if self.jit_compile:
-            self._call("advance", self._advance_chunk, tf.constant(0, tf.int64))  # compiles, or falls back
+            self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
         if not self.jit_compile:
-            checked = self._step_function = tf.function(self._checked_step).get_concrete_function()
-            return lambda: bool(checked())
-        advance = self._compiled("advance", self._advance_chunk).get_concrete_function(tf.TensorSpec([], tf.int64))
-        self._step_function, one = advance, tf.constant(1, tf.int64)
-        return lambda: int(advance(one)[1]) == 0
+            checked = tf.function(self._checked_step)
+
+            def run(block) -> bool:
+                if self._step_function is None:  # one trace; the block's shape never changes
+                    self._step_function = checked.get_concrete_function(block)
+                return bool(self._step_function(block))
+
+            return run
+        advance, one = self._compiled("advance", lambda n, block: self._advance_chunk(n, block)), tf.constant(1, tf.int64)
+
+        def run_xla(block) -> bool:
+            if self._step_function is None:
+                self._step_function = advance.get_concrete_function(one, block)
+            return int(advance(one, block)[1]) == 0
+
+        return run_xla
 
     def step(self) -> None:
-        """One iteration as one call of a compiled concrete function (no retracing)."""
+        """One iteration as one call of a compiled function (traced once), its minibatches
+        gathered on the host first."""
         self._require_initialised()
         if self._compiled_step is None:
             self._compiled_step = self._make_step()
+        block = self._feed("chain").block(self.iteration, 1)
         with package_call_options():
-            finite = self._compiled_step()
+            finite = self._compiled_step(block)
         if not finite:
             it = self.iteration
             raise DivergenceError(
@@ -591,9 +712,9 @@ class Sampler:
         return float(value[0]) if self.n_chains == 1 else value
 
     def reset(self) -> None:
-        """Back to the starting values and the seed's first random number."""
-        reset_generator(self.generator, self.seed)
-        reset_generator(self._storage_generator, self.seed ^ STORAGE_STREAM)
+        """Back to the starting values and iteration 0 (the draws are a function of the seed
+        and the iteration, :mod:`sgmcmc.random`)."""
+        self._opt_iteration = 0
         for k, v in self.params.items():
             v.assign(self._user_layout(k, self._starts))
         if self.control_variate is not None:
@@ -607,6 +728,7 @@ class Sampler:
 
     def init_aux(self) -> None:
         """Draw the kernel's auxiliary state (momenta, thermostats) at the current parameters."""
+        self.rng.begin(self._iteration.read_value())  # iteration 0's draws (or the current one's)
         aux = self.kernel.init_aux(self._read_params(), self.rng)
         if self._aux is None:
             self._aux = tf.nest.map_structure(tf.Variable, aux)
@@ -632,7 +754,7 @@ class Sampler:
     # -- checkpoints (SPEC §10) -------------------------------------------------------------
     def _checkpoint(self) -> tf.train.Checkpoint:
         """Everything the chain's future depends on: parameters, the kernel's auxiliary state
-        (momenta, thermostats, preconditioners), both random generators, the iteration counter,
+        (momenta, thermostats, preconditioners), the iteration counter (which, with the seed, fixes every draw),
         the last log-posterior estimate, for CV samplers the mode, anchor and its gradient, and
         a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
         if self._aux is None:
@@ -640,8 +762,6 @@ class Sampler:
         parts = dict(
             params=self.params,
             aux=tf.nest.flatten(self._aux),
-            generator=self.generator,
-            storage_generator=self._storage_generator,
             iteration=self._iteration,
             log_posterior=self._last_log_post,
         )

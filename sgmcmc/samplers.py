@@ -202,11 +202,11 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         settings.update(constraints=dict(constrained.bijectors))
         log_lik, log_prior = constrained.wrap(log_lik, log_prior)
     replace = bool(args.get("minibatch_replace", False))
-    # XLA where it measured faster: i.i.d. minibatches (benchmarks/xla_replace_samplers.py, 3-5x
-    # for one chain; bench_chains.py --replace, 1.25-1.5x for 4 and 8); not SAGA (its table is
-    # copied every iteration under XLA: 10x slower), not OSGLD (XLA's eigendecompositions: 5x
-    # slower), not the count models (not measured).
-    xla = replace and choice.name != "saga" and method != "osgld" and model is None
+    # XLA where it measured faster (docs/DESIGN.md): the minibatches arrive as blocks gathered on
+    # the host, so the compiled loop has no sampler of its own and XLA fuses the iteration, with or
+    # without replacement; not SAGA (its table is copied every iteration under XLA: 10x slower),
+    # not OSGLD (XLA's eigendecompositions: 5x slower), not the count models (not measured).
+    xla = choice.name != "saga" and method != "osgld" and model is None
     return Sampler(
         method, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,

@@ -24,13 +24,16 @@ N, D, K, BATCH = 40, 2, 2, 5
 
 
 class FixedRows:
-    """A stand-in for ChainRandom that hands out given minibatch indices in turn."""
+    """A stand-in for ChainRandom that hands out the minibatches of given row indices in turn
+    (rows ``[K, n]`` of ``dataset``, as the sampler's block would)."""
 
-    def __init__(self, rows: list[np.ndarray]):
+    def __init__(self, rows: list[np.ndarray], dataset: dict[str, np.ndarray]):
         self.rows = list(rows)
+        self.dataset = dataset
 
-    def minibatch_indices(self, n_chains, n_rows, batch_size, replace=False):
-        return tf.constant(self.rows.pop(0), tf.int64)
+    def minibatch(self):
+        indices = self.rows.pop(0)
+        return {k: tf.constant(v[indices]) for k, v in self.dataset.items()}, tf.constant(indices, tf.int64)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ def logistic():
 
 def _plain(logistic, replace=False):
     x, y, log_lik, log_prior = logistic
-    return MinibatchGradient(log_lik, log_prior, {"x": tf.constant(x), "y": tf.constant(y)}, BATCH, K, replace)
+    return MinibatchGradient(log_lik, log_prior, {"x": x, "y": y}, BATCH, K, replace)
 
 
 def _draws(seed, n, replace=False):
@@ -75,7 +78,7 @@ def test_svrg_equals_reference_with_refreshes(logistic):
     est = SVRGGradient(_plain(logistic), {"b": tf.zeros([K, D], tf.float64)}, period=2)
     est.reset({})
     refs = [SVRG(x, y, 2) for _ in range(K)]
-    rng = FixedRows(rows)
+    rng = FixedRows(rows, {"x": x, "y": y})
     for i, t in enumerate(ts):
         got = est({"b": tf.constant(thetas[i])}, rng, tf.constant(t, tf.int64)).grads["b"].numpy()
         want = np.stack([refs[k].estimate(thetas[i][k], rows[i][k], t) for k in range(K)])
@@ -104,7 +107,7 @@ def test_saga_equals_reference_with_table_updates(logistic, replace):
     est = SAGAGradient(_plain(logistic, replace), {"b": tf.zeros([K, D], tf.float64)})
     est.reset({"b": tf.constant(theta0)})
     refs = [SAGA(x, y, theta0[k]) for k in range(K)]
-    rng = FixedRows(rows)
+    rng = FixedRows(rows, {"x": x, "y": y})
     for i in range(4):
         got = est({"b": tf.constant(thetas[i])}, rng).grads["b"].numpy()
         want = np.stack([refs[k].estimate(thetas[i][k], rows[i][k]) for k in range(K)])
@@ -133,7 +136,7 @@ def test_svrg_on_one_batch_refreshes_at_the_first_point(logistic):
     rows, thetas = _draws(4, 1)
     est = SVRGGradient(_plain(logistic), {"b": tf.zeros([K, D], tf.float64)}, period=5)
     est.reset({})
-    evaluate = est.on_one_batch(FixedRows(rows), tf.constant(1, tf.int64))
+    evaluate = est.on_one_batch(FixedRows(rows, {"x": x, "y": y}), tf.constant(1, tf.int64))
     first = evaluate({"b": tf.constant(thetas[0])}).grads["b"].numpy()
     second = evaluate({"b": tf.constant(thetas[0] + 0.3)}).grads["b"].numpy()
     refs = [SVRG(x, y, 5) for _ in range(K)]

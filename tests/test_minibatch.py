@@ -1,30 +1,24 @@
-"""The in-graph minibatch samplers draw uniform subsets without replacement: graph mode's
-(first distinct of i.i.d. draws; top keys for n > N/2) and XLA mode's (rejection; Feistel
-permutation)."""
+"""The minibatch indices (sgmcmc.minibatch) are exact uniform subsets without replacement — first
+distinct of i.i.d. draws; top keys for n > N/2 — and a function of (seed, stream, chain,
+iteration) alone: chunking, the number of chains beside a chain, and the other streams change
+nothing."""
 
 import itertools
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from scipy import stats
 
 import sgmcmc.minibatch
-from sgmcmc.minibatch import MAX_EXPECTED_COLLISIONS, draws_for_distinct, sample_indices
+from sgmcmc.minibatch import CHAIN_STREAM, STORAGE_STREAM, MinibatchIndices, draws_for_distinct
 
 
-def draws(n_rows: int, batch_size: int, n_draws: int, seed: int = 0, xla: bool = False, n_chains: int = 1) -> np.ndarray:
-    """``[n_draws, n_chains, batch_size]`` (``[n_draws, batch_size]`` for one chain)."""
-    generator = tf.random.Generator.from_seed(seed)
-
-    @tf.function
-    def many():
-        out = tf.TensorArray(tf.int64, size=n_draws)
-        for i in tf.range(n_draws):
-            out = out.write(i, sample_indices(generator, n_rows, batch_size, n_chains, xla=xla))
-        return out.stack()
-
-    out = many().numpy()
+def draws(n_rows: int, batch_size: int, n_draws: int, seed: int = 0, n_chains: int = 1, per_iteration: int = 1) -> np.ndarray:
+    """``[n_draws, n_chains, batch_size]`` (``[n_draws, batch_size]`` for one chain), one
+    minibatch per iteration (or ``per_iteration``, flattened into the draws)."""
+    sampler = MinibatchIndices(n_rows, batch_size, per_iteration=per_iteration)
+    out = sampler.draw(seed, CHAIN_STREAM, np.arange(n_chains), 0, n_draws // per_iteration)
+    out = out.reshape(-1, n_chains, batch_size)
     return out[:, 0] if n_chains == 1 else out
 
 
@@ -35,28 +29,33 @@ def _uniform_over_subsets(out: np.ndarray, n_rows: int, batch_size: int) -> floa
     return stats.chisquare(counts).pvalue
 
 
-@pytest.mark.parametrize(
-    "n_rows, batch_size, xla",
-    [(12, 3, False), (12, 9, False), (12, 3, True), (12, 9, True)],
-    # graph: first distinct of M = 8 draws; top keys (9 > 12/2). XLA: 3·2/24 ≤ 1: rejection;
-    # 9·8/24 = 3 > 1: permutation.
-    ids=["first-distinct", "top-keys", "xla-rejection", "xla-permutation"],
-)
-def test_subsets_are_distinct_and_uniform(n_rows, batch_size, xla):
-    if xla:
-        assert (batch_size * (batch_size - 1) / (2 * n_rows) <= MAX_EXPECTED_COLLISIONS) == (batch_size == 3)
-    out = draws(n_rows, batch_size, 4000, xla=xla)
+@pytest.mark.parametrize("n_rows, batch_size", [(12, 3), (12, 9)], ids=["first-distinct", "top-keys"])
+def test_subsets_are_distinct_and_uniform(n_rows, batch_size):
+    out = draws(n_rows, batch_size, 4000)
     assert out.min() >= 0 and out.max() < n_rows
     assert all(len(set(row)) == batch_size for row in out)
     # Every one of the C(12, k) = 220 subsets equally likely (18 draws a cell): chi-square.
     assert _uniform_over_subsets(out, n_rows, batch_size) > 1e-4
 
 
+def test_positions_are_uniform_and_pairwise_independent():
+    """Per position j of the minibatch, the row is uniform on [0, 6) (chi-square); positions 0
+    and 1 jointly uniform over the 30 ordered pairs of distinct rows (sequential sampling with
+    repeats rejected: ordered tuples uniform)."""
+    out = draws(6, 3, 6000, seed=4)
+    for j in range(3):
+        assert stats.chisquare(np.bincount(out[:, j], minlength=6)).pvalue > 1e-4
+    pairs = out[:, 0] * 6 + out[:, 1]
+    counts = np.bincount(pairs, minlength=36).reshape(6, 6)
+    assert np.all(np.diag(counts) == 0)
+    assert stats.chisquare(counts[~np.eye(6, dtype=bool)]).pvalue > 1e-4
+
+
 def test_first_distinct_redraws_exactly(monkeypatch):
     """With M = n + 1 draws (fewer than n distinct in 14 % of them at N = 12, n = 4, so the redraw
-    loop runs often) the subsets are still uniform: the redraw keeps the sampler exact. Fails on
-    patched copies: the n smallest distinct values instead of the first n (p ≈ 1e-130); no
-    redraw, a short row padded with its last value (repeats)."""
+    runs often) the subsets are still uniform: the redraw keeps the sampler exact. Fails on
+    patched copies: the n smallest distinct values instead of the first n (p ≈ 1e-130); a short
+    row padded with its last value instead of redrawn (repeats)."""
     monkeypatch.setattr(sgmcmc.minibatch, "draws_for_distinct", lambda n_rows, batch_size: batch_size + 1)
     out = draws(12, 4, 6000, seed=1)
     assert all(len(set(row)) == 4 for row in out)
@@ -64,8 +63,7 @@ def test_first_distinct_redraws_exactly(monkeypatch):
 
 
 def test_chains_are_independent_uniform_subsets():
-    """Three chains drawn together (the offsets that keep their values apart in one
-    ``tf.unique``): each chain's subset is uniform, and chains 0 and 1 jointly uniform over the
+    """Three chains: each chain's subset is uniform, and chains 0 and 1 jointly uniform over the
     15 × 15 pairs of 2-subsets of 6 rows (independent)."""
     out = draws(6, 2, 4500, seed=2, n_chains=3)
     assert out.shape == (4500, 3, 2) and out.min() >= 0 and out.max() < 6
@@ -74,6 +72,22 @@ def test_chains_are_independent_uniform_subsets():
     subsets = {s: i for i, s in enumerate(itertools.combinations(range(6), 2))}
     pair = [subsets[tuple(sorted(a))] * 15 + subsets[tuple(sorted(b))] for a, b in zip(out[:, 0], out[:, 1])]
     assert stats.chisquare(np.bincount(pair, minlength=225)).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["subsets", "replace"])
+def test_a_minibatch_depends_on_seed_stream_chain_and_iteration_alone(replace):
+    """Drawing iterations 1–300 in one go equals drawing them in uneven chunks; chain 2 of 5
+    equals chain 2 drawn alone; the storage stream and another seed differ. Fails on a patched
+    copy whose counter starts at t0 instead of t0·B (chunks overlap)."""
+    sampler = MinibatchIndices(10_000, 50, replace=replace, per_iteration=2)
+    whole = sampler.draw(7, CHAIN_STREAM, np.arange(5), 0, 300)
+    cuts = [0, 1, 37, 38, 200, 300]
+    pieces = np.concatenate([sampler.draw(7, CHAIN_STREAM, np.arange(5), a, b - a) for a, b in zip(cuts, cuts[1:])])
+    np.testing.assert_array_equal(whole, pieces)
+    np.testing.assert_array_equal(whole[:, :, 2], sampler.draw(7, CHAIN_STREAM, [2], 0, 300)[:, :, 0])
+    assert not np.array_equal(whole, sampler.draw(7, STORAGE_STREAM, np.arange(5), 0, 300))
+    assert not np.array_equal(whole, sampler.draw(8, CHAIN_STREAM, np.arange(5), 0, 300))
+    assert not np.array_equal(whole[:, 0], whole[:, 1])  # the two draws of an iteration differ
 
 
 def test_draws_for_distinct_rarely_falls_short():
@@ -88,33 +102,18 @@ def test_draws_for_distinct_rarely_falls_short():
         assert m < 1.2 * needed.mean() + 10
 
 
-@pytest.mark.parametrize("xla", [False, True], ids=["graph", "xla"])
-def test_large_dataset_marginals(xla):
-    out = draws(581_012, 500, 200, xla=xla)
+@pytest.mark.parametrize("n_rows", [581_012, 55_000])
+def test_large_dataset_marginals(n_rows):
+    """n = 500 of N = 581,012 (covertype) and 55,000 (MNIST, where repeats among the first n
+    draws are common: the one-by-one path): distinct indices, every decile of the index range and
+    every residue mod 7 equally often."""
+    out = draws(n_rows, 500, 300)
+    assert out.min() >= 0 and out.max() < n_rows
     assert all(len(set(row)) == 500 for row in out)
-    # Inclusion of each decile of the index range: 10 equal cells.
-    counts = np.bincount(out.ravel() * 10 // 581_012, minlength=10)
-    assert stats.chisquare(counts).pvalue > 1e-4
-
-
-@pytest.mark.parametrize("xla", [False, True], ids=["graph", "xla"])
-def test_permutation_path_large_dataset_marginals(xla):
-    """The BNN's regime (n = 500 of N = 55,000: n(n-1)/2N = 2.3, XLA's Feistel path): distinct
-    indices, every decile of the index range and every residue mod 7 equally often."""
-    assert 500 * 499 / (2 * 55_000) > MAX_EXPECTED_COLLISIONS
-    out = draws(55_000, 500, 200, xla=xla)
-    assert out.min() >= 0 and out.max() < 55_000
-    assert all(len(set(row)) == 500 for row in out)
-    assert stats.chisquare(np.bincount(out.ravel() * 10 // 55_000, minlength=10)).pvalue > 1e-4
+    assert stats.chisquare(np.bincount(out.ravel() * 10 // n_rows, minlength=10)).pvalue > 1e-4
     assert stats.chisquare(np.bincount(out.ravel() % 7, minlength=7)).pvalue > 1e-4
 
 
-def test_samplers_run_eagerly_too():
-    """Outside tf.function (eager while_loop): every exact sampler gives distinct in-range rows
-    (this raised a loop-structure error before)."""
-    generator = tf.random.Generator.from_seed(3)
-    for xla in (False, True):
-        for n_rows, batch in ((100_000, 50), (60, 40)):  # first distinct / rejection; top keys / permutation
-            rows = sample_indices(generator, n_rows, batch, n_chains=3, xla=xla).numpy()
-            assert rows.shape == (3, batch) and rows.min() >= 0 and rows.max() < n_rows
-            assert all(len(set(r)) == batch for r in rows)
+def test_every_row_is_every_row():
+    out = draws(40, 40, 3, n_chains=2)
+    np.testing.assert_array_equal(out, np.broadcast_to(np.arange(40), (3, 2, 40)))

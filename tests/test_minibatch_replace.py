@@ -12,16 +12,15 @@ from reference_dynamics import sgld_stationary_variance
 from scipy import stats
 
 import sgmcmc
-from sgmcmc.minibatch import sample_indices
-from sgmcmc.random import generator_from_seed
+from sgmcmc.minibatch import CHAIN_STREAM, MinibatchIndices
 
 N_ROWS, BATCH, DRAWS = 10, 4, 20_000
 
 
 @pytest.fixture(scope="module")
 def draws():
-    """[DRAWS, BATCH] indices from one call (the draws of DRAWS chains)."""
-    return sample_indices(generator_from_seed(3), N_ROWS, BATCH, DRAWS, replace=True).numpy()
+    """[DRAWS, BATCH] indices: DRAWS iterations of one chain."""
+    return MinibatchIndices(N_ROWS, BATCH, replace=True).draw(3, CHAIN_STREAM, [0], 0, DRAWS)[:, 0, 0]
 
 
 def test_draws_are_uniform_at_every_position(draws):

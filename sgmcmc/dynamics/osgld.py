@@ -180,7 +180,7 @@ class OSGLD:
                 return -outer.jacobian(grad, xi, unconnected_gradients=zero)
 
             return map_over_chains(one, x, k)
-        probe = tf.sign(rng.generator.uniform([k, d], -1.0, 1.0, dtype=x.dtype))
+        probe = tf.sign(rng.uniform([d], -1.0, 1.0))
 
         def one_diag(args):
             xi, v = args

@@ -33,6 +33,11 @@ class SGHMC:
     alpha: dict
     L: int
 
+    @property
+    def minibatches_per_iteration(self) -> int:
+        """A fresh minibatch for each of the L kicks."""
+        return self.L
+
     def init_aux(self, params: Params, rng) -> dict:
         return {}
 

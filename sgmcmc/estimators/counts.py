@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from ..dynamics.base import Params
-from ..minibatch import gather_rows
 from .chains import map_over_chains
 
 Counts = Callable[[Params, dict[str, tf.Tensor], tf.Tensor], dict[str, tf.Tensor]]
@@ -66,7 +65,8 @@ class MinibatchCounts:
     alpha
         name → the Dirichlet prior's concentrations, broadcastable to the parameter's shape.
     dataset
-        name → tensor, observations on the first axis, all of length ``n_rows``.
+        name → entry (:mod:`sgmcmc.rows`), observations on the first axis, all of length ``n_rows``;
+        the minibatches come from the sampler's blocks (``rng.minibatch()``).
     batch_size, n_chains
         Rows per minibatch (n) and chains (K).
     replace
@@ -84,12 +84,12 @@ class MinibatchCounts:
         self.scale = self.n_rows / batch_size
 
     def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
-        """Per chain a minibatch: entries ``[K, n, ...]``."""
-        return gather_rows(self.dataset, rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size, self.replace))
+        """Per chain the iteration's next minibatch: entries ``[K, n, ...]``."""
+        return rng.minibatch()[0]
 
     def __call__(self, params: Params, rng, t=None) -> CountsEstimate:
         batch = self.sample_minibatch(rng)
-        seeds = tf.random.experimental.stateless_split(tf.cast(rng.seed(), tf.int64), num=self.n_chains)
+        seeds = rng.chain_seeds()  # [K, 2]: chain k's own
 
         def one_chain(args):
             p, b, s = args

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from ..dynamics.base import Estimate, Params
-from ..minibatch import gather_rows
+from ..rows import Rows
 from .chains import map_over_chains
 
 LogLik = Callable[[Params, dict[str, tf.Tensor]], tf.Tensor]
@@ -57,7 +58,10 @@ class MinibatchGradient:
         The user's functions of ONE chain's parameters; ``log_lik`` returns the SUM over the
         rows it is given. ``log_prior=None`` is a flat prior.
     dataset
-        Name -> tensor, observations on the first axis, all of length ``n_rows``.
+        Name -> entry (numpy array, memmap, h5py/zarr array: :mod:`sgmcmc.rows`), observations on
+        the first axis, all of length ``n_rows``, read in the model dtype (``inputs.check_dataset``).
+        Minibatches do not come from here but from the block the sampler hands the random
+        source (:meth:`~sgmcmc.random.ChainRandom.minibatch`); full-data passes stream it.
     batch_size
         Rows per minibatch (``n``).
     n_chains
@@ -67,7 +71,7 @@ class MinibatchGradient:
         a uniform n-subset; the N/n scaling keeps the estimate unbiased either way.
     """
 
-    def __init__(self, log_lik: LogLik, log_prior: LogPrior | None, dataset: dict[str, tf.Tensor], batch_size: int, n_chains: int = 1, replace: bool = False):
+    def __init__(self, log_lik: LogLik, log_prior: LogPrior | None, dataset: dict, batch_size: int, n_chains: int = 1, replace: bool = False):
         self.replace = bool(replace)
         self.log_lik = log_lik
         self.log_prior = log_prior
@@ -76,15 +80,18 @@ class MinibatchGradient:
         self.batch_size = batch_size
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size
-        self._full_data_gradient = None
+        self._block_gradient = None
+        self._in_graph_dataset = None
 
-    def sample_indices(self, rng) -> tf.Tensor:
-        """Per chain the minibatch's row indices, ``[K, n]`` int64."""
-        return rng.minibatch_indices(self.n_chains, self.n_rows, self.batch_size, self.replace)
+    @property
+    def rows(self) -> Rows:
+        """The entries as :class:`~sgmcmc.rows.Rows` (their floats already in the model dtype)."""
+        floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
+        return Rows(self.dataset, floats[0] if floats else np.float32)
 
     def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
-        """Per chain a minibatch: entries ``[K, n, ...]``."""
-        return gather_rows(self.dataset, self.sample_indices(rng))
+        """Per chain the iteration's next minibatch: entries ``[K, n, ...]``."""
+        return rng.minibatch()[0]
 
     def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
         r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
@@ -122,14 +129,36 @@ class MinibatchGradient:
 
         return map_over_chains(one_chain, (params, batch), self.n_chains)
 
-    def full_data_gradient(self, params: Params) -> Params:
-        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows: one compiled call of
-        :meth:`full_data_gradient_in_graph` (row batches of :data:`FULL_GRADIENT_BATCH_ROWS`, so
-        memory stays bounded). For a one-chain estimator."""
-        if self._full_data_gradient is None:
-            self._full_data_gradient = tf.function(self.full_data_gradient_in_graph)
-        total = self._full_data_gradient({name: tf.convert_to_tensor(p)[None] for name, p in params.items()})
-        return {name: g[0] for name, g in total.items()}
+    def full_data_gradient(self, params: Params, progress=None) -> Params:
+        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, streamed: contiguous
+        blocks of at most :data:`FULL_GRADIENT_BATCH_ROWS` rows read from the entries where they
+        are (memory bounded whatever N, data on disk included), each one compiled call, summed
+        in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
+        estimator."""
+        if self._block_gradient is None:
+            self._block_gradient = tf.function(self._lik_grad, reduce_retracing=True)
+        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
+        total = {name: np.zeros(p.shape, np.float64) for name, p in params.items()}
+        rows = self.rows
+        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
+            for name, g in self._block_gradient(params, block).items():
+                total[name] += g.numpy()
+            if progress is not None:
+                progress(len(next(iter(block.values()))))
+        if self.log_prior is not None:
+            for name, g in value_and_grad(self.log_prior, params)[1].items():
+                total[name] += g.numpy()
+        return {name: tf.constant(total[name], params[name].dtype) for name in total}
+
+    def in_graph_dataset(self) -> dict[str, tf.Tensor]:
+        """Every row as tensors, for a full-data pass inside a compiled step (SVRG's refresh):
+        the entries shared with TensorFlow where they are aligned numpy arrays in the model
+        dtype, else one copy in memory (``inputs.as_tensor``)."""
+        if self._in_graph_dataset is None:
+            from ..inputs import as_tensor
+
+            self._in_graph_dataset = {k: as_tensor(np.asarray(v)) for k, v in self.dataset.items()}
+        return self._in_graph_dataset
 
     def full_data_gradient_in_graph(self, params: Params) -> Params:
         r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
@@ -142,7 +171,7 @@ class MinibatchGradient:
         def batch_grad(start, rows: int) -> Params:
             batch = {
                 k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0), tf.constant([rows, *v.shape[1:]], tf.int64))
-                for k, v in self.dataset.items()
+                for k, v in self.in_graph_dataset().items()
             }
             return map_over_chains(lambda p: self._lik_grad(p, batch), params, self.n_chains)
 

@@ -47,7 +47,6 @@ from typing import Callable
 import tensorflow as tf
 
 from ..dynamics.base import Estimate, Params
-from ..minibatch import gather_rows
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
 
 
@@ -164,9 +163,12 @@ class SAGAGradient(_WithState):
         offsets = tf.range(self.plain.n_chains, dtype=tf.int64)[:, None] * self.plain.n_rows
         return indices + offsets
 
-    def _fill_rows_impl(self, params: Params, rows: tf.Tensor) -> None:
-        indices = tf.tile(rows[None], [self.plain.n_chains, 1])
-        grads = self.plain.per_row_gradients(params, gather_rows(self.plain.dataset, indices))
+    def _fill_rows_impl(self, params: Params, start: tf.Tensor, block: dict[str, tf.Tensor]) -> None:
+        k = self.plain.n_chains
+        n = tf.shape(next(iter(block.values())))[0]
+        indices = tf.tile(tf.range(start, start + tf.cast(n, tf.int64), dtype=tf.int64)[None], [k, 1])
+        batch = {name: tf.tile(v[None], [k] + [1] * v.shape.rank) for name, v in block.items()}
+        grads = self.plain.per_row_gradients(params, batch)
         flat = tf.reshape(self._flat_rows(indices), [-1])
         for name, g in grads.items():
             self.table[name].scatter_update(tf.IndexedSlices(tf.reshape(g, [-1, *g.shape[2:]]), flat))
@@ -174,21 +176,20 @@ class SAGAGradient(_WithState):
 
     def reset(self, params: Params) -> None:
         r"""Fill the table with :math:`\nabla\log p(x_i|\theta_k)` at the chains' current
-        (starting) states, in row batches of :data:`FULL_GRADIENT_BATCH_ROWS` (one compiled call
+        (starting) states, in contiguous row blocks streamed from the entries (one compiled call
         each), and its sum."""
         for name in self.table_sum:
             self.table_sum[name].assign(tf.zeros_like(self.table_sum[name]))
         params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
-        for start in range(0, self.plain.n_rows, FULL_GRADIENT_BATCH_ROWS):
-            stop = min(start + FULL_GRADIENT_BATCH_ROWS, self.plain.n_rows)
-            self._fill_rows(params, tf.range(start, stop, dtype=tf.int64))
+        rows = self.plain.rows
+        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
+            self._fill_rows(params, tf.constant(start, tf.int64), block)
 
     def on_one_batch(self, rng, t=None, update: bool = True) -> Callable[[Params], Estimate]:
         """One minibatch per chain for every evaluation of the returned ``params -> Estimate``;
         all use the table as it was before the minibatch, and the first one writes its per-row
         gradients into the table."""
-        indices = self.plain.sample_indices(rng)
-        batch = gather_rows(self.plain.dataset, indices)
+        batch, indices = rng.minibatch()
         flat = self._flat_rows(indices)
         scale = self.plain.scale
         before: dict = {}

@@ -420,7 +420,7 @@ def check_stepsize(
     name = _dynamics(method)
     dtype = inputs.as_dtype(dtype)
     point = inputs.check_params(params, dtype)
-    data = inputs.as_tensors(inputs.check_dataset(dataset, dtype))
+    data = inputs.check_dataset(dataset, dtype)
     steps = inputs.per_parameter(stepsize, list(point), "stepsize")
     estimator = MinibatchGradient(log_lik, log_prior, data, 1, 1)
     hyper = _hyper(name, list(point), alpha, L, a)

@@ -48,7 +48,6 @@ from .. import samplers as _samplers
 from ..analysis.stein_discrepancy import ksd
 from ..errors import DivergenceError, StepsizeWarning
 from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
-from ..random import reset_generator
 from ..schedules import Schedule
 from .curvature import NegativeHessian, largest_eigenvalue, largest_safe_mu
 
@@ -282,7 +281,6 @@ def tune_stepsize(
                 sampler.restore(saved[i])
             else:
                 sampler.restore(base[mb])
-                reset_generator(sampler.generator, sampler.seed)  # common random numbers
                 tunable.variable.assign(eps)
                 sampler.init_aux()  # momenta at this stepsize's scale
             tunable.variable.assign(eps)
