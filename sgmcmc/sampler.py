@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
+from tqdm.auto import tqdm
 
 from .dynamics import SGD
 from .dynamics.base import BoundEstimator, Estimate
@@ -736,9 +737,13 @@ class Sampler:
             tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
 
     def full_data_gradient_at_mode(self) -> dict[str, tf.Tensor]:
-        r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, over all the data in batches."""
-        with package_call_options():
-            return self._plain_one_chain.full_data_gradient({k: v.read_value() for k, v in self._mode.items()})
+        r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, streamed over all rows
+        in blocks, with a progress bar when the mode search shows its progress."""
+        with tqdm(
+            total=self.n_rows, desc=f"{self.method}: full-data gradient", unit="rows", unit_scale=True,
+            disable=not self.control_variate.verbose, leave=False,
+        ) as bar, package_call_options():
+            return self._plain_one_chain.full_data_gradient({k: v.read_value() for k, v in self._mode.items()}, bar.update)
 
     def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
         """Fix the control variate at the mode-search state with its full-data gradient; with one
