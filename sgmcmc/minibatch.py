@@ -16,8 +16,8 @@ How n rows of N are chosen (exactly SPEC §3):
   standard deviations (+1) of the number of draws that collect n distinct values; when M draws
   hold fewer, the whole draw is repeated from a fresh counter (attempt a ≥ 1 in the counter's
   top word), which keeps the result exact. Rows whose first n draws are distinct (81 % for
-  n = 500, N = 581,012) are found by one vectorised sort; only the others are looked at one by
-  one.
+  n = 500, N = 581,012) are found by one vectorised sort; the others by two more
+  (:func:`first_distinct`).
 * n > N/2: the rows of the n largest of N i.i.d. 53-bit keys (a tie has probability ~N²/2^54).
 * n = N: every row in order (no draw: the log-likelihood is a sum).
 """
@@ -56,6 +56,26 @@ def draws_for_distinct(n_rows: int, batch_size: int) -> int:
     p = (n_rows - i) / n_rows
     mean, var = np.sum(1 / p), np.sum((1 - p) / p**2)
     return int(math.ceil(mean + 4 * math.sqrt(var))) + 1
+
+
+def first_distinct(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``values`` ``[R, M]``, its first ``n`` distinct values in draw order
+    ``[R, n]``, and whether the row has that many (where not, the row's output is meaningless).
+
+    Vectorised over rows: sort ``value·M + position`` (one key per draw, so equal values sort by
+    position), mark each value's first occurrence, then sort the positions of the first
+    occurrences (the rest pushed to the end) and take the first n."""
+    rows, m = values.shape
+    keys = values * m + np.arange(m, dtype=np.int64)
+    keys.sort(axis=1)
+    value, position = keys // m, keys % m
+    first = np.ones(keys.shape, bool)
+    first[:, 1:] = value[:, 1:] != value[:, :-1]
+    positions = np.where(first, position, m)
+    positions.sort(axis=1)
+    taken = positions[:, :n]
+    enough = taken[:, -1] < m
+    return np.take_along_axis(values, np.minimum(taken, m - 1), axis=1), enough
 
 
 class MinibatchIndices:
@@ -118,17 +138,22 @@ class MinibatchIndices:
         chosen = values[..., :n].copy()
         ordered = np.sort(chosen, axis=-1)
         repeats = np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1)
-        for i, d in zip(*np.nonzero(repeats)):
-            chosen[i, d] = self._first_distinct(values[i, d], key, int(t0) + int(i), int(d))
+        where = np.nonzero(repeats)
+        if len(where[0]):
+            firsts, enough = first_distinct(values[where], n)
+            chosen[where] = firsts
+            for j in np.flatnonzero(~enough):  # fewer than n distinct in M draws: draw again
+                i, d = int(where[0][j]), int(where[1][j])
+                chosen[i, d] = self._first_distinct(values[i, d], key, int(t0) + i, d)
         return chosen
 
     def _first_distinct(self, values: np.ndarray, key: int, t_before: int, d: int) -> np.ndarray:
         """The first n distinct of ``values`` in draw order; a fresh attempt while too few."""
         attempt = 0
         while True:
-            _, first = np.unique(values, return_index=True)
-            if len(first) >= self.batch_size:
-                return values[np.sort(first)[: self.batch_size]]
+            firsts, enough = first_distinct(values[None], self.batch_size)
+            if enough[0]:
+                return firsts[0]
             attempt += 1
             counter = t_before * self.blocks_per_iteration + (attempt << 192) + (d << 128)
             raw = np.random.Philox(key=key, counter=counter).random_raw(-(-self.width // 4) * 4)[: self.width]

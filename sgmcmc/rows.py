@@ -67,10 +67,23 @@ def take_rows(entry: Any, indices: np.ndarray) -> np.ndarray:
     return _take_sorted(entry, indices)
 
 
+def _rows_as_items(array: np.ndarray) -> np.ndarray | None:
+    """A 1-D view of ``array`` with one ``void`` item per row, or None when a row's elements are
+    not contiguous. Rows may be strided: a column slice ``data[:, 1:]`` of a C-ordered array
+    qualifies (its rows are contiguous runs of the parent's)."""
+    if array.ndim < 2 or array.shape[0] == 0:
+        return None
+    inner = array[0]
+    if not inner.flags.c_contiguous:
+        return None
+    size = int(np.prod(array.shape[1:]))
+    flat = np.lib.stride_tricks.as_strided(array, (array.shape[0], size), (array.strides[0], array.dtype.itemsize))
+    return flat.view(np.uint8).view(np.dtype((np.void, size * array.dtype.itemsize)))[:, 0]
+
+
 def _take_from_array(array: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    if array.ndim >= 2 and array.flags.c_contiguous:
-        row = array.dtype.itemsize * int(np.prod(array.shape[1:]))
-        items = array.reshape(array.shape[0], -1).view(np.dtype((np.void, row)))[:, 0]
+    items = _rows_as_items(array)
+    if items is not None:
         return np.asarray(items[indices]).view(array.dtype).reshape(*indices.shape, *array.shape[1:])
     return np.asarray(array[indices])
 

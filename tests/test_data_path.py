@@ -156,3 +156,14 @@ def test_no_entry_is_copied_or_cast_whole():
     got = rows.take(np.array([[3, 999], [0, 3]]))
     assert got["x"].shape == (2, 2, 3) and got["w"].dtype == np.float32 and got["m"].dtype == np.int32
     np.testing.assert_array_equal(got["g"], [[3, 999], [0, 3]])
+
+
+def test_rows_of_strided_and_on_disk_arrays():
+    """Rows of a column slice (strided rows, contiguous within), a 3-d entry, a 1-d strided column
+    and a memmap's column slice equal numpy's own fancy indexing."""
+    rng = np.random.default_rng(3)
+    table = rng.random((200, 7))
+    cube = rng.random((200, 3, 4))
+    idx = rng.integers(0, 200, size=(5, 2, 9))
+    for entry in (table[:, 2:], table[:, 0], cube, cube[:, 1:], table):
+        np.testing.assert_array_equal(Rows({"a": entry}, np.float64).take(idx)["a"], entry[idx])

@@ -117,3 +117,17 @@ def test_large_dataset_marginals(n_rows):
 def test_every_row_is_every_row():
     out = draws(40, 40, 3, n_chains=2)
     np.testing.assert_array_equal(out, np.broadcast_to(np.arange(40), (3, 2, 40)))
+
+
+def test_vectorised_first_distinct_equals_the_one_by_one_rule():
+    """first_distinct on 2,000 rows of 12 draws from 10 values equals, row by row, the first n
+    distinct values in draw order found with a Python set (and flags the rows with fewer).
+    Fails on a patched copy that takes the n smallest distinct values."""
+    rng = np.random.default_rng(9)
+    values = rng.integers(0, 10, size=(2_000, 12))
+    got, enough = sgmcmc.minibatch.first_distinct(values, 6)
+    for row, out, ok in zip(values, got, enough):
+        seen = list(dict.fromkeys(row.tolist()))
+        assert ok == (len(seen) >= 6)
+        if ok:
+            assert out.tolist() == seen[:6]
