@@ -63,7 +63,7 @@ def main(argv=None):
             sgmcmc.sample_chain(sampler, args.iters, verbose=False)
             repeat.append((time.perf_counter() - t) / args.iters * 1e6)
         print(
-            f"{'XLA' if os.environ.get('SGMCMC_XLA') == '1' else 'graph'}{' replace' if REPLACE else ''}: "
+            f"{ {'1': 'XLA', '0': 'graph'}.get(os.environ.get('SGMCMC_XLA', ''), 'default')}{' replace' if REPLACE else ''}: "
             f"N={n_rows:>7}  first call {first:6.2f} s  marginal {marginal:6.1f} µs/it  "
             f"repeat call {statistics.median(repeat):6.1f} µs/it  "
             f"(10^4 call median {statistics.median(short):.2f} s, 3·10^4 {statistics.median(long_):.2f} s)",

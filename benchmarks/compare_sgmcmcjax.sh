@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Alternate runs of our SGLD benchmark and SGMCMCJax's on the same task, so both see the same
-# machine load; quote medians. Ours twice: the default (graph mode, without replacement) and
+# machine load; quote medians. Ours twice: the default (XLA, exact subsets) and
 # SGMCMC_XLA=1 with minibatch_replace=True (like SGMCMCJax: XLA, rows with replacement).
 # Usage: benchmarks/compare_sgmcmcjax.sh JAX_PYTHON [ROUNDS]
 # (JAX_PYTHON: the python of the venv described in benchmarks/bench_sgmcmcjax.py)

@@ -16,23 +16,18 @@ With ``constraints`` the sampler is built on the unconstrained scale (starts, wr
 gradients are unconstrained, and only :meth:`Sampler.get_params` and the returned samples map
 back to the constrained scale.
 
-Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) for
-chains whose minibatches are drawn with replacement (``minibatch_replace=True``), except SAGA
-and OSGLD, which XLA slows down (10× and 5×); TensorFlow's graph mode otherwise.
-``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. Measured
-(benchmarks/RESULTS.md): with replacement XLA fuses the iteration, 49 vs 222 µs/it at
-N = 581,012 and a faster first call (3.0 vs 4.7 s). Without replacement the exact subset
-sampler has no cheap XLA form (``tf.unique`` has no XLA kernel; XLA mode rejects repeats with a
-sort): one chain takes 0.71–0.85× of graph mode's time per iteration but compiles ~0.6 s longer
-per sampler (break-even near 10^4 iterations), and K = 4 chains are 2× slower, so graph mode
-stays the default there; ``SGMCMC_XLA=1`` suits long single-chain runs. With replacement XLA is
-1.25× faster for K = 4 too (233 vs 292 µs/it). Under XLA the step API calls the loop's own ``advance``
-program with n = 1, because two XLA programs of the same iteration may round differently in the
-last bit; in graph mode it calls a step function of its own (Grappler's rewrites are off for
-both, :mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g.
-``tf.print``) falls back to graph mode at the first call, with a
-:class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather`` indices where graph
-mode raises.
+Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) by
+default, except SAGA and OSGLD, which XLA slows down (10× and 5×), and the count models (not
+measured); ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
+arrive as blocks gathered on the host (:mod:`sgmcmc.pipeline`), so the loop has no sampler of its
+own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
+for every minibatch kind and chain count measured). Under XLA the step API calls the loop's own
+``advance`` program with n = 1 and a block holding one iteration, because two XLA programs of
+the same iteration may round differently in the last bit; in graph mode it calls a step function
+of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
+cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
+first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
+indices where graph mode raises.
 """
 
 from __future__ import annotations
