@@ -14,19 +14,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from .. import inputs
 from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
+from ..rows import Rows
 from ..samples import as_samples
 
 #: Samples per vectorised call.
 SAMPLE_BLOCK = 64
-
-
-def _cast_dataset(dataset: Mapping[str, Any], dtype: tf.DType) -> dict[str, tf.Tensor]:
-    out = {}
-    for name, value in dataset.items():
-        t = tf.convert_to_tensor(value)
-        out[name] = tf.cast(t, dtype) if t.dtype.is_floating else t
-    return out
 
 
 def full_gradients(
@@ -75,8 +69,8 @@ def full_gradients(
     if not dtype.is_floating:
         dtype = tf.float64
     constraints = dict(s.settings.get("constraints") or {})
-    data = _cast_dataset(dataset, dtype)
-    n_rows = int(next(iter(data.values())).shape[0])
+    rows = Rows(inputs.check_dataset(dataset, dtype), dtype.as_numpy_dtype)  # read where they are
+    block_rows = min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())
 
     def constrain(u: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         return {n: constraints[n].forward(v) if n in constraints else v for n, v in u.items()}
@@ -107,8 +101,7 @@ def full_gradients(
     for start in range(0, m, SAMPLE_BLOCK):
         block = {n: tf.constant(values[n][start : start + SAMPLE_BLOCK], dtype) for n in names}
         total = prior_grads(block) if has_prior else {n: tf.zeros_like(v) for n, v in block.items()}
-        for row in range(0, n_rows, FULL_GRADIENT_BATCH_ROWS):
-            batch = {k: v[row : row + FULL_GRADIENT_BATCH_ROWS] for k, v in data.items()}
+        for _, batch in rows.blocks(block_rows):  # streamed: memory bounded whatever N
             total = {n: total[n] + g for n, g in lik_grads(block, batch).items()}
         for n in names:
             out[n][start : start + SAMPLE_BLOCK] = total[n].numpy()
