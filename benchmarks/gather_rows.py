@@ -1,5 +1,8 @@
 """The gather of K·n random rows alone (issue 8/11): why K chains cost more than one.
 
+HISTORICAL: measures the in-graph minibatch path that SPEC §11's host pipeline replaced (commit
+6e55075); it imports names that are gone, so run it on the tree before that commit.
+
 A compiled loop of draws of ``[K, 500]`` random rows of a 581,012 × 54 float32 array (2-D
 indices, flattened 1-D indices, int32 indices) against the draw of the indices alone; µs per
 iteration, medians of 5.

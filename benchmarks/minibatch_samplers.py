@@ -1,4 +1,7 @@
 """The minibatch samplers alone (issue 11): µs per draw of n = 500 distinct rows, in a compiled
+
+HISTORICAL: measures the in-graph minibatch path that SPEC §11's host pipeline replaced (commit
+6e55075); it imports names that are gone, so run it on the tree before that commit.
 loop of draws, one process, medians of ``--repeats``.
 
 * ``first-distinct`` — graph mode's sampler (``tf.unique`` of M i.i.d. draws);
