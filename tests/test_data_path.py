@@ -75,8 +75,9 @@ def test_the_same_chain_from_memory_memmap_and_h5py(stores):
 def test_the_same_chain_whatever_the_block_size_and_prefetch(stores, monkeypatch):
     """Blocks of 2048 iterations (one call), of 7 (many calls, the next block gathered on a thread
     while a call runs) and of 7 with prefetch off: the same chain, with burn-in and thinning, in
-    both compilation modes' own terms. Fails when a block's rows are taken from the wrong
-    iteration (a patched copy that gathers block t0 + 1 for t0)."""
+    the default compilation mode. (No broken variant was run for this test; the index side of
+    chunk independence is pinned by test_minibatch's chunking test, which fails on a counter
+    started at t0 instead of t0·B.)"""
     reference = _sgld(stores["memory"], burn_in=13, thin=3)["b"]
     monkeypatch.setattr(sgmcmc.pipeline, "MAX_BLOCK_ITERATIONS", 7)
     np.testing.assert_array_equal(reference, _sgld(stores["memory"], burn_in=13, thin=3)["b"])
@@ -99,7 +100,8 @@ def test_step_api_equals_the_whole_chain_on_a_memmap(stores):
 
 def test_chain_k_does_not_depend_on_the_number_of_chains(stores):
     """Chain 1 of 2 equals chain 1 of 4 (its minibatches and noise are keyed by its index).
-    Fails with noise drawn for all chains in one call (the previous stateful generator)."""
+    Fails when the noise of all chains comes from one stateful generator, as before this round
+    (checked on a patched copy)."""
     starts = [{"b": np.full(D, 0.1 * k)} for k in range(4)]
     out2 = sgmcmc.sgld(log_lik, stores["memory"], starts[:2], 1e-4, log_prior, 50, 60, False, 3, dtype=tf.float64, n_chains=2)
     out4 = sgmcmc.sgld(log_lik, stores["memory"], starts, 1e-4, log_prior, 50, 60, False, 3, dtype=tf.float64, n_chains=4)
@@ -128,9 +130,9 @@ def test_streamed_full_data_gradient_equals_the_in_memory_one(stores):
 
 def test_sgldcv_on_a_memmap_recovers_the_exact_posterior(stores):
     """SGLD-CV on the memmapped (float64 on disk, float32 model) regression: posterior mean
-    within 0.25 posterior sd per coordinate and sd ratios in [0.8, 1.3] (the stepsize keeps the
-    discretisation's sd distortion ≤ 5 %). Over seeds 1–4 the worst mean error was 0.09 sd and the
-    sd ratios 0.93–1.12. (A patched CastEntry that reinterprets the float64 bits instead of
+    within 0.4 posterior sd per coordinate and sd ratios in [0.8, 1.3] (the stepsize keeps the
+    discretisation's sd distortion ≤ 5 %). Measured over seeds 1–5: worst mean errors 0.067–0.264
+    sd (seed 3 the largest), sd ratios 0.93–1.11. (A patched CastEntry that reinterprets the float64 bits instead of
     casting them fails at once, in the set-up checks.)"""
     mean, cov = _exact_posterior(*_regression())
     sd = np.sqrt(np.diag(cov))
@@ -138,7 +140,7 @@ def test_sgldcv_on_a_memmap_recovers_the_exact_posterior(stores):
         log_lik, stores["memmap"], {"b": np.zeros(D, np.float32)}, 2e-5, log_prior=log_prior,
         opt_stepsize=1e-5, minibatch_size=100, n_iters=6_000, n_iters_opt=2_000, verbose=False, seed=1,
     )["b"][1_000:]
-    assert np.all(np.abs(out.mean(0) - mean) < 0.25 * sd), (out.mean(0) - mean) / sd
+    assert np.all(np.abs(out.mean(0) - mean) < 0.4 * sd), (out.mean(0) - mean) / sd
     ratio = out.std(0) / sd
     assert np.all((ratio > 0.8) & (ratio < 1.3)), ratio
 
