@@ -195,7 +195,8 @@ def test_ill_conditioned(tmp_path):
 def test_big_data(tmp_path):
     """Quick version: 2·10^5 rows in Parquet parts -> write_npy -> memmaps -> SGLD-CV. The
     posterior sits at the maximum-likelihood estimate, within sampling error of the generating
-    coefficients: each of the 9 within 4.5 posterior sds (largest seen: 2.3)."""
+    coefficients: each of the 9 within 4.5 posterior sds. Measured once (seed 1): largest 2.3;
+    were the 9 deviations independent N(0, 1), P(max > 4.5) ≈ 6e-5."""
     out = run_quick("big_data", tmp_path)
     assert_pngs(tmp_path, "big_data_posterior.png", "big_data_memory.png", "big_data_speed.png")
     assert out["z"].max() < 4.5, out["z"]
