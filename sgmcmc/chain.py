@@ -40,6 +40,13 @@ def _next_chunk_len(n: int, elapsed: float, first: bool, target: float, max_chun
     return int(min(max_chunk, max(1, n * growth)))
 
 
+def _timed(sampler: Sampler) -> bool:
+    """Whether chunk lengths may follow the clock. Not with rows sharded across workers: every
+    worker must make the same compiled calls (their collective ops pair up call by call), so the
+    chunks grow 4x per chunk up to the cap, the same everywhere."""
+    return sampler.shard is None
+
+
 class _InterruptFlag:
     """SIGINT sets a flag instead of raising, while a run is in progress in the main thread."""
 
@@ -284,7 +291,7 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                 if checkpoint is not None and done < n_iters and sampler.iteration - last_checkpoint >= checkpoint_every:
                     checkpoint(storage, False)
                     last_checkpoint = sampler.iteration
-                chunk_len = _next_chunk_len(n, elapsed, first, target, max_chunk)
+                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, max_chunk)
                 first = False
     finally:
         bar.close()
@@ -315,7 +322,7 @@ def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
             done += n
             bar.update(n)
             bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
-            chunk_len = _next_chunk_len(n, elapsed, first, target, MAX_CHUNK)
+            chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
             first = False
     finally:
         bar.close()
@@ -363,7 +370,7 @@ def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
                         iteration=sampler.iteration,
                         samples={},
                     )
-                chunk_len = _next_chunk_len(n, elapsed, first, target, MAX_CHUNK)
+                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
                 first = False
     finally:
         bar.close()

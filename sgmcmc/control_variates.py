@@ -32,4 +32,5 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
                 iteration=settings.n_iters_opt,
             )
     sampler.set_anchor(anchor_grad)
-    warn_if_stepsize_too_large(sampler)  # before sampling: stepsize x curvature at the mode
+    if sampler.shard is None:  # the curvature pass is not sharded yet: it would see this worker's rows only
+        warn_if_stepsize_too_large(sampler)  # before sampling: stepsize x curvature at the mode

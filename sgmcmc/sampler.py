@@ -46,6 +46,7 @@ from .dynamics import SGD
 from .dynamics.base import BoundEstimator, Estimate
 from .errors import CompilationWarning, DivergenceError, NotInitialisedError
 from .estimators import ControlVariateGradient, MinibatchGradient
+from .distribute.placement import RowShard
 from .graph_options import package_call_options
 from .minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from .pipeline import BlockFeed, iterations_per_block
@@ -184,13 +185,22 @@ class Sampler:
         wrap_estimator=None,
         minibatch_replace: bool = False,
         xla_by_default: bool = False,
+        chains: list[int] | None = None,
+        shard: RowShard | None = None,
+        mode_start: dict[str, np.ndarray] | None = None,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
         in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
         ``wrap_estimator(plain, like)``, if given, makes a stateful estimator around the plain one
         (SVRG, SAGA: :mod:`sgmcmc.estimators.variance_reduced`), ``like`` the ``[K, *shape]``
         starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement.
-        ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one."""
+        ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one.
+        ``chains``: the global indices of the chains this sampler steps (default 0 … K − 1; a
+        replica's share under a strategy, :mod:`sgmcmc.distribute.placement`). ``shard``: this
+        worker's part when the rows are sharded across workers (``dataset`` is then its rows,
+        ``batch_size`` its n_w; every gradient evaluation is all-reduced). ``mode_start``: where
+        the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
+        another replica's share)."""
         self.method = method
         self.kernel = kernel
         self.dtype = dtype
@@ -203,9 +213,15 @@ class Sampler:
         self.constraints = constraints  # starts and functions are already unconstrained (_build)
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
         self._starts = starts
+        self._mode_start = starts[0] if mode_start is None else mode_start
         self._starts_given_per_chain = starts_given_per_chain
-        self.rng = ChainRandom(self.seed, CHAIN_STREAM, dtype, self.n_chains)
-        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, dtype, self.n_chains)
+        self.chain_ids = list(range(self.n_chains)) if chains is None else [int(c) for c in chains]
+        if len(self.chain_ids) != self.n_chains:
+            raise ValueError(f"{len(self.chain_ids)} chain indices for {self.n_chains} starts")
+        self.shard = shard
+        reduce = None if shard is None else shard.collective.all_reduce_sum
+        self.rng = ChainRandom(self.seed, CHAIN_STREAM, dtype, self.n_chains, self.chain_ids)
+        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, dtype, self.n_chains, self.chain_ids)
         self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
@@ -221,17 +237,17 @@ class Sampler:
             self._plain = None
             self.estimator = make_estimator(dataset, batch_size, self.n_chains)
         elif control_variate is None:
-            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace)
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
             self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
         else:
-            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace)
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
             self._plain_one_chain = (
                 self._plain
                 if self.n_chains == 1
-                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace)
+                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce)
             )
             self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, dtype, 1)
-            self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in starts[0].items()}
+            self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in self._mode_start.items()}
             self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
             self._anchor_grad = {
                 k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in starts[0].items()
@@ -450,14 +466,19 @@ class Sampler:
         key = (kind, capacity)
         if key not in self._feeds:
             if kind == "chain":
-                indices, chains, stream = self._minibatches, range(self.n_chains), CHAIN_STREAM
+                indices, chains, stream = self._minibatches, self.chain_ids, CHAIN_STREAM
             else:
                 indices = MinibatchIndices(self.n_rows, self.batch_size, self._minibatches.replace, 1)
-                chains = [0] if kind == "mode" else range(self.n_chains)
+                chains = [0] if kind == "mode" else self.chain_ids
                 stream = MODE_SEARCH_STREAM if kind == "mode" else STORAGE_STREAM
                 capacity = 1 if kind == "storage" else capacity
-            if capacity is None:
-                capacity = iterations_per_block(indices, len(chains), self.rows.row_bytes)
+            if self.shard is not None:  # each worker draws from its own rows, on its own stream
+                stream += self.shard.stream_offset
+            if capacity is None:  # with rows sharded: from the total n, the same on every worker
+                sizing = indices if self.shard is None else MinibatchIndices(
+                    self.shard.n_rows, self.shard.batch_size, indices.replace, indices.per_iteration
+                )
+                capacity = iterations_per_block(sizing, len(chains), self.rows.row_bytes)
             self._feeds[key] = BlockFeed(self.rows, indices, self.seed, stream, chains, capacity)
         return self._feeds[key]
 
@@ -715,7 +736,7 @@ class Sampler:
             v.assign(self._user_layout(k, self._starts))
         if self.control_variate is not None:
             for k, v in self._mode.items():
-                v.assign(self._starts[0][k])
+                v.assign(self._mode_start[k])
         if hasattr(self.estimator, "reset"):  # SVRG's anchor, SAGA's table (at the starts)
             with package_call_options():
                 self.estimator.reset(self._read_params())

@@ -7,6 +7,7 @@ arguments to :func:`_build` (``*_setup``) or :func:`_run` (whole chain).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -17,6 +18,9 @@ import tensorflow as tf
 from . import inputs
 from .constraints import Constrained, check_constraints
 from .chain import run_chain
+from .distribute.collective import Collective
+from .distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
+from .distribute.replicas import run_on_replicas
 from .checkpoints import CheckpointDirectory, fingerprint
 from .dynamics import SGHMC, SGLD, SGNHT
 from .estimators import SAGAGradient, SVRGGradient
@@ -152,16 +156,55 @@ def _estimator_choice(method: str, spec: Method, args: dict[str, Any]) -> Estima
     return choice
 
 
-def _build(method: str, args: dict[str, Any]) -> Sampler:
-    """Validate everything and make the sampler (nothing is compiled here)."""
+def _placement(method: str, args: dict[str, Any]) -> Placement:
+    """Who computes what under ``args["strategy"]`` (:mod:`sgmcmc.distribute.placement`)."""
+    spec = METHODS[method]
+    starts, _ = _starts(args["params"], args["n_chains"], inputs.as_dtype(args["dtype"]))
+    estimator = args.get("estimator", "cv" if spec.control_variate else "plain")
+    return placement(args.get("strategy"), args.get("shard_rows"), len(starts), method, estimator)
+
+
+def _row_shard(place: Placement, data: dict, minibatch_size: Any) -> tuple[RowShard, int]:
+    """With rows sharded: check that every worker passed the same entries (names, row shapes,
+    dtypes), find N = Σ N_w and n, and this worker's n_w (:func:`stratified_batch_sizes`)."""
+    collective = Collective(place.n_workers, place.worker)
+    schema = repr(sorted((k, tuple(v.shape[1:]), np.dtype(v.dtype).str) for k, v in data.items()))
+    n_local = len(next(iter(data.values())))
+    status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode())], np.int64))
+    differ = [w for w in range(place.n_workers) if status[w, 1] != status[place.worker, 1]]
+    if differ:
+        raise ValueError(
+            f"with shard_rows=True every worker passes the same entries (names, shapes after the first axis, "
+            f"dtypes); worker(s) {', '.join(map(str, differ))} passed others than this worker's {schema}"
+        )
+    counts = [int(c) for c in status[:, 0]]
+    n_rows = sum(counts)
+    n = inputs.batch_size(minibatch_size, n_rows)
+    return RowShard(collective, n_rows, n), stratified_batch_sizes(n, counts)[place.worker]
+
+
+def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sampler:
+    """Validate everything and make the sampler (nothing is compiled here). Under a strategy
+    that splits the chains, ``replica`` (a local replica's index) selects its chains; the
+    whole-chain run builds one sampler per replica (:func:`_run`)."""
     spec = METHODS[method]
     dtype = inputs.as_dtype(args["dtype"])
-    starts, per_chain = _starts(args["params"], args["n_chains"], dtype)
+    place = _placement(method, args)
+    if place.splits_chains and replica is None:
+        raise ValueError(
+            f"{method}_setup with this strategy would split the chains over {place.n_workers * len(place.devices)} "
+            f"replicas; the step-by-step API steps one process's chains on one device (not supported yet). "
+            f"Use the whole-chain {method}(...) with strategy=, or shard_rows=True under MultiWorkerMirroredStrategy"
+        )
+    all_starts, per_chain = _starts(args["params"], args["n_chains"], dtype)
+    chain_ids = place.chains[replica or 0]
+    starts = [all_starts[c] for c in chain_ids]
     names = list(starts[0])
     constrained = _constrained(method, spec, args.get("constraints"), starts[0], dtype)
     if constrained is not None:  # before the trial evaluation: a start outside a support is refused here
-        unconstrained = {id(s): constrained.to_unconstrained(s) for s in starts}
+        unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
         starts = [unconstrained[id(s)] for s in starts]
+        all_starts = [unconstrained[id(all_starts[0])]]
     kernel = spec.make_kernel(args, names)
     choice = _estimator_choice(method, spec, args)
     cv = None
@@ -180,7 +223,11 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(args["dataset"], dtype)
-    n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
+    shard = None
+    if place.shard_rows:
+        shard, n = _row_shard(place, data, args["minibatch_size"])
+    else:
+        n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
     choice.check_memory(len(starts), len(next(iter(data.values()))), {k: v.shape for k, v in starts[0].items()}, dtype)
     log_lik, log_prior = args.get("log_lik"), args.get("log_prior")
     model = None
@@ -191,7 +238,9 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
         first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
         inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=args["check_model"])
     settings = {h: args[h] for h in spec.hyperparameters}
-    settings.update(minibatch_size=n, dtype=dtype.name)
+    settings.update(minibatch_size=n if shard is None else shard.batch_size, dtype=dtype.name)
+    if shard is not None:
+        settings.update(shard_rows=True, workers=place.n_workers)
     if cv is not None:
         settings.update(opt_stepsize=args["opt_stepsize"], n_iters_opt=cv.n_iters_opt)
     if not spec.control_variate:
@@ -206,12 +255,14 @@ def _build(method: str, args: dict[str, Any]) -> Sampler:
     # the host, so the compiled loop has no sampler of its own and XLA fuses the iteration, with or
     # without replacement; not SAGA (its table is copied every iteration under XLA: 10x slower),
     # not OSGLD (XLA's eigendecompositions: 5x slower), not the count models (not measured).
-    xla = choice.name != "saga" and method != "osgld" and model is None
+    # Not with rows sharded: the loop's collective ops run in graph mode.
+    xla = choice.name != "saga" and method != "osgld" and model is None and shard is None
     return Sampler(
         method, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
         make_estimator=None if model is None else model.get("make_estimator"),
         wrap_estimator=choice.wrap(), minibatch_replace=replace, xla_by_default=xla,
+        chains=chain_ids, shard=shard, mode_start=all_starts[0],
     )
 
 
@@ -276,6 +327,20 @@ def _run(method: str, args: dict[str, Any]) -> Samples:
             f"burn_in={keep.burn_in} is not less than n_iters={n_iters}: no iteration would be kept; "
             f"give burn_in < n_iters"
         )
+    place = _placement(method, args)
+    if place.distributed and args.get("checkpoint_dir") is not None:
+        raise ValueError(
+            "checkpoint_dir with a multi-replica strategy is not supported yet: run without checkpoint_dir, "
+            "or checkpoint each worker's run without a strategy"
+        )
+    if place.splits_chains:
+        def run(sampler, verbose):
+            return sample_chain(
+                sampler, n_iters, verbose, burn_in=keep.burn_in, thin=keep.thin,
+                store_gradients=args.get("store_gradients", False),
+            )
+
+        return run_on_replicas(place, lambda j: _build(method, args, replica=j), run, args["verbose"])
     if args.get("checkpoint_dir") is None:
         sampler = _build(method, args)
         return sample_chain(
@@ -388,7 +453,7 @@ _ESTIMATOR_OPTIONS = r"""
 """
 
 
-def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
+def sgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("sgld", locals())
 
 
@@ -396,7 +461,7 @@ sgld_setup.__doc__ = r"""Set up SGLD: :math:`\theta \leftarrow \theta + \frac{\e
 """ + _SETUP_PARAMETERS + _ESTIMATOR_OPTIONS
 
 
-def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
+def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
@@ -406,7 +471,7 @@ def sghmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sghmc", locals())
 
 
-def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
+def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
     thermostat :math:`\alpha = a` per parameter; each iteration
     :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
@@ -415,7 +480,7 @@ def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
     return _build("sgnht", locals())
 
 
-def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
+def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
     mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
@@ -426,13 +491,13 @@ def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prio
     return _build("sgldcv", locals())
 
 
-def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
+def sghmccv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     """Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sghmccv", locals())
 
 
-def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False) -> Sampler:
+def sgnhtcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     """Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`."""
     return _build("sgnhtcv", locals())
@@ -464,7 +529,7 @@ _CHAIN_OPTIONS = """
 """
 
 
-def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
+def sgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     return _run("sgld", locals())
 
 
@@ -472,28 +537,28 @@ sgld.__doc__ = """Run SGLD for ``n_iters`` iterations. Arguments as :func:`sgld_
 """ + _CHAIN_OPTIONS
 
 
-def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
+def sghmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     """Run SGHMC; arguments as :func:`sghmc_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmc", locals())
 
 
-def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
+def sgnht(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     """Run SGNHT; arguments as :func:`sgnht_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnht", locals())
 
 
-def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
+def sgldcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     """Run SGLD-CV: the mode search, then ``n_iters`` iterations. Arguments as
     :func:`sgldcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgldcv", locals())
 
 
-def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
+def sghmccv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, alpha=0.01, L=5, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     """Run SGHMC-CV; arguments as :func:`sghmccv_setup`, chain options and output as :func:`sgld`."""
     return _run("sghmccv", locals())
 
 
-def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False) -> Samples:
+def sgnhtcv(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, a=0.01, n_iters=10_000, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     """Run SGNHT-CV; arguments as :func:`sgnhtcv_setup`, chain options and output as :func:`sgld`."""
     return _run("sgnhtcv", locals())
 
@@ -558,19 +623,19 @@ _HAMCMC_DOC = r"""Hessian-approximated MCMC (Şimşekli et al. 2016, Eq. 10, Alg
     predecessor made at it on its own minibatch. Other arguments as :func:`sgld_setup`."""
 
 
-def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
+def psgld_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("psgld", locals())
 
 
-def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Sampler:
+def hamcmc_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("hamcmc", locals())
 
 
-def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
+def psgld(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, beta=0.99, lam=1e-5, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     return _run("psgld", locals())
 
 
-def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False) -> Samples:
+def hamcmc(log_lik, dataset, params, stepsize, log_prior=None, minibatch_size=0.01, memory=5, damping=0.0, warmup_stepsize=None, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, estimator="plain", opt_stepsize=None, n_iters_opt=10_000, svrg_period=100, max_memory=2 * 2**30, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     return _run("hamcmc", locals())
 
 
@@ -686,7 +751,7 @@ _SIMPLEX_PARAMETERS = """
 """
 
 
-def scir_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False) -> Sampler:
+def scir_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("scir", locals())
 
 
@@ -702,7 +767,7 @@ round to 0 (use ``dtype=tf.float64`` when they matter).
 """ + _SIMPLEX_PARAMETERS
 
 
-def sgrld_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False) -> Sampler:
+def sgrld_setup(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("sgrld", locals())
 
 
@@ -728,7 +793,7 @@ _SIMPLEX_CHAIN = """
 """
 
 
-def scir(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False) -> Samples:
+def scir(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     return _run("scir", locals())
 
 
@@ -737,7 +802,7 @@ as :func:`scir_setup`.
 """ + _SIMPLEX_CHAIN
 
 
-def sgrld(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False) -> Samples:
+def sgrld(counts, dataset, params, stepsize, alpha, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, burn_in=0, thin=1, minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     return _run("sgrld", locals())
 
 
@@ -836,11 +901,11 @@ _OSGLD_DOC = r"""optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algor
 """
 
 
-def osgld_setup(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", minibatch_replace=False) -> Sampler:
+def osgld_setup(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, estimator="plain", minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     return _build("osgld", locals())
 
 
-def osgld(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, auto_burn_in=False, max_burn_in=None, estimator="plain", minibatch_replace=False) -> Samples:
+def osgld(log_lik, dataset, params, c=0.1, log_prior=None, minibatch_size=0.01, n_iters=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, burn_in=0, thin=1, store_gradients=False, check_model=True, checkpoint_dir=None, checkpoint_every=10_000, auto_burn_in=False, max_burn_in=None, estimator="plain", minibatch_replace=False, strategy=None, shard_rows=None) -> Samples:
     args = locals()
     if not auto_burn_in:
         if max_burn_in is not None:
@@ -918,3 +983,32 @@ osgld.__doc__ = (
 """
 )
 # == end OSGLD =================================================================================
+
+
+_DISTRIBUTE_OPTIONS = """
+    Many devices and machines (keyword-only; SPEC §12, :mod:`sgmcmc.distribute`)
+    ------------------------------------------------------------------------------
+    strategy : tf.distribute.Strategy, optional
+        ``MirroredStrategy`` (this machine's devices) or ``MultiWorkerMirroredStrategy``
+        (processes or machines; ``python -m sgmcmc.distribute --workers W script.py`` starts W
+        local ones). Without ``shard_rows`` the ``n_chains`` chains are split evenly over the
+        replicas (refused unless divisible), each chain the same as in a one-device run with the
+        same seed, and every worker returns all chains (whole-chain functions only; not
+        ``*_setup``).
+    shard_rows : bool, optional
+        Under ``MultiWorkerMirroredStrategy`` (default there: True) each worker passes its own
+        rows as ``dataset`` (same entries; N = Σ N_w). ``minibatch_size`` is the total n; worker
+        w draws n_w ≈ n·N_w/N rows (largest-remainder rounding, each ≥ 1), the gradient
+        Σ_w (N_w/n_w)·Σ_{i∈S_w} ∇log p(x_i|θ) + ∇log p(θ) is summed by one all-reduce, and
+        every worker holds the same chains (the noise is the same everywhere). The mode search
+        and the CV anchor's full-data gradient run sharded; the CV samplers' stepsize check is
+        skipped (not sharded yet). Not supported (refused): SVRG, SAGA, OSGLD, SCIR/SGRLD,
+        ``checkpoint_dir``. A worker that dies makes the others raise
+        :class:`~sgmcmc.SamplingError` with the samples kept so far.
+"""
+
+for _function in list(globals().values()):
+    if callable(_function) and getattr(_function, "__module__", None) == __name__ and _function.__doc__ and \
+            "strategy" in getattr(getattr(_function, "__code__", None), "co_varnames", ()) and \
+            _function.__name__ in {m for m in METHODS} | {f"{m}_setup" for m in METHODS}:
+        _function.__doc__ += _DISTRIBUTE_OPTIONS

@@ -69,9 +69,25 @@ class MinibatchGradient:
     replace
         Draw the minibatch rows i.i.d. with replacement (``minibatch_replace=True``) instead of
         a uniform n-subset; the N/n scaling keeps the estimate unbiased either way.
+    reduce
+        Rows sharded across workers (SPEC §12): ``dataset`` is this worker's N_w rows and
+        ``batch_size`` its n_w, and ``reduce(tensors) -> sums over the workers`` (one
+        collective, :class:`sgmcmc.distribute.collective.Collective`) adds up the workers'
+        likelihood terms, so every estimate is the stratified
+        :math:`\nabla\log p(\theta) + \sum_w \frac{N_w}{n_w}\sum_{i\in S_w}\nabla\log p(x_i|\theta)`
+        and every full-data pass the sum over all workers' rows.
     """
 
-    def __init__(self, log_lik: LogLik, log_prior: LogPrior | None, dataset: dict, batch_size: int, n_chains: int = 1, replace: bool = False):
+    def __init__(
+        self,
+        log_lik: LogLik,
+        log_prior: LogPrior | None,
+        dataset: dict,
+        batch_size: int,
+        n_chains: int = 1,
+        replace: bool = False,
+        reduce: Callable[[list[tf.Tensor]], list[tf.Tensor]] | None = None,
+    ):
         self.replace = bool(replace)
         self.log_lik = log_lik
         self.log_prior = log_prior
@@ -80,6 +96,7 @@ class MinibatchGradient:
         self.batch_size = batch_size
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size
+        self.reduce = reduce
         self._block_gradient = None
         self._in_graph_dataset = None
 
@@ -101,12 +118,27 @@ class MinibatchGradient:
         return value
 
     def value_and_grad(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> Estimate:
-        """Log posterior and gradient for K chains, chain k on ``batch`` entry k."""
+        """Log posterior and gradient for K chains, chain k on ``batch`` entry k (with rows
+        sharded: the likelihood terms summed over the workers, then the prior added)."""
+        if self.reduce is None:
+            value, grads = map_over_chains(
+                lambda args: value_and_grad(lambda p: self.log_post(p, args[1], scale), args[0]),
+                (params, batch),
+                self.n_chains,
+            )
+            return Estimate(value, grads)
         value, grads = map_over_chains(
-            lambda args: value_and_grad(lambda p: self.log_post(p, args[1], scale), args[0]),
+            lambda args: value_and_grad(lambda p: scale * self.log_lik(p, args[1]), args[0]),
             (params, batch),
             self.n_chains,
         )
+        names = list(grads)
+        value, *summed = self.reduce([value, *(grads[name] for name in names)])
+        grads = dict(zip(names, summed))
+        if self.log_prior is not None:
+            prior, prior_grads = map_over_chains(lambda p: value_and_grad(self.log_prior, p), params, self.n_chains)
+            value = value + prior
+            grads = {name: grads[name] + prior_grads[name] for name in names}
         return Estimate(value, grads)
 
     def __call__(self, params: Params, rng, t=None) -> Estimate:
@@ -145,6 +177,9 @@ class MinibatchGradient:
                 total[name] += g.numpy()
             if progress is not None:
                 progress(len(next(iter(block.values()))))
+        if self.reduce is not None:  # every worker's rows
+            names = list(total)
+            total = dict(zip(names, (t.numpy() for t in self.reduce([tf.constant(total[n]) for n in names]))))
         if self.log_prior is not None:
             for name, g in value_and_grad(self.log_prior, params)[1].items():
                 total[name] += g.numpy()

@@ -1,0 +1,188 @@
+"""Who computes what under a ``tf.distribute`` strategy (SPEC §12): the ``strategy=`` and
+``shard_rows=`` arguments turned into a :class:`Placement`, checked before anything is computed.
+
+Two uses, decided here:
+
+* **Chains across replicas** (``MirroredStrategy`` over local devices; ``MultiWorkerMirroredStrategy``
+  with ``shard_rows=False``): the K chains are split into R equal, contiguous groups, replica r
+  (worker-major order) stepping chains ``r·K/R … (r+1)·K/R − 1`` on its device. A chain's random
+  streams depend only on (seed, chain) (:mod:`sgmcmc.random`, :mod:`sgmcmc.minibatch`), so the
+  chains are those of one ``n_chains=K`` run.
+* **Rows sharded across workers** (``MultiWorkerMirroredStrategy``, ``shard_rows=True``, its
+  default): every worker holds all K chains and its own rows; each gradient evaluation is a sum
+  over the workers' strata (:func:`stratified_batch_sizes`), all-reduced
+  (:mod:`sgmcmc.distribute.collective`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from .collective import Collective
+
+#: Worker w draws its minibatch indices on stream ``stream + w·SHARD_STREAM_STRIDE`` (its own
+#: rows, independent of the other strata); the noise streams are the same on every worker.
+SHARD_STREAM_STRIDE = 256
+
+#: What rows sharding does not support yet, with the reason (refused at set-up).
+NOT_SHARDED = {
+    "svrg": "SVRG's anchor refresh is a full-data pass inside the compiled step, not yet sharded",
+    "saga": "SAGA's gradient table and its sum are not yet split across workers",
+    "osgld": "OSGLD's gradient covariance needs every row's gradient on one worker",
+    "scir": "the simplex samplers' count estimator is not yet sharded",
+    "sgrld": "the simplex samplers' count estimator is not yet sharded",
+}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the chains run and whose rows they read.
+
+    Attributes
+    ----------
+    n_chains
+        K, all chains of the run.
+    worker, n_workers
+        This process's index in the cluster and the cluster's size (0 and 1 without one).
+    devices
+        This process's replica devices (``("",)``: TensorFlow's default placement).
+    chains
+        Per local device, the global indices of the chains it steps.
+    shard_rows
+        Whether the rows are sharded across the workers (then every worker steps all K chains).
+    """
+
+    n_chains: int
+    worker: int = 0
+    n_workers: int = 1
+    devices: tuple[str, ...] = ("",)
+    chains: tuple[tuple[int, ...], ...] = ()
+    shard_rows: bool = False
+
+    @property
+    def distributed(self) -> bool:
+        return self.n_workers > 1 or len(self.devices) > 1
+
+    @property
+    def splits_chains(self) -> bool:
+        return not self.shard_rows and self.distributed
+
+
+@dataclass(frozen=True)
+class RowShard:
+    """This worker's part of a run whose rows are sharded (:class:`Placement` ``shard_rows``).
+
+    Attributes
+    ----------
+    collective
+        The sums over the workers.
+    n_rows
+        N = Σ N_w, all workers' rows.
+    batch_size
+        n = Σ n_w, the total minibatch.
+    """
+
+    collective: Collective
+    n_rows: int
+    batch_size: int
+
+    @property
+    def stream_offset(self) -> int:
+        return SHARD_STREAM_STRIDE * self.collective.worker
+
+
+def _rank(strategy) -> tuple[int, int]:
+    """(this worker's index, number of workers) of a MultiWorkerMirroredStrategy: the chief (if
+    any) is worker 0, then the workers in task order — the strategy's own ordering."""
+    resolver = strategy.cluster_resolver
+    spec = resolver.cluster_spec()
+    jobs = spec.jobs
+    n_chief = spec.num_tasks("chief") if "chief" in jobs else 0
+    n_workers = n_chief + (spec.num_tasks("worker") if "worker" in jobs else 0)
+    if resolver.task_type == "chief":
+        return 0, max(1, n_workers)
+    return n_chief + int(resolver.task_id or 0), max(1, n_workers)
+
+
+def placement(strategy, shard_rows, n_chains: int, method: str, estimator: str) -> Placement:
+    """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains of ``method`` with
+    ``estimator`` and say who computes what; clear errors before anything is computed."""
+    if shard_rows is not None and not isinstance(shard_rows, (bool, np.bool_)):
+        raise TypeError(f"shard_rows must be True, False or None, got {shard_rows!r}")
+    if strategy is None:
+        if shard_rows:
+            raise ValueError(
+                "shard_rows=True needs strategy=tf.distribute.MultiWorkerMirroredStrategy(): each worker "
+                "passes its own rows. Without a strategy, pass all rows and leave shard_rows unset"
+            )
+        return Placement(n_chains, chains=(tuple(range(n_chains)),))
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(f"strategy must be a tf.distribute.Strategy (or None), got {type(strategy).__name__}")
+    devices = tuple(strategy.extended.worker_devices)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        worker, n_workers = _rank(strategy)
+    elif isinstance(strategy, (tf.distribute.MirroredStrategy, tf.distribute.OneDeviceStrategy)):
+        worker, n_workers = 0, 1
+    else:
+        raise TypeError(
+            f"strategy={type(strategy).__name__} is not supported: use tf.distribute.MirroredStrategy (chains "
+            f"across this machine's devices) or tf.distribute.MultiWorkerMirroredStrategy (across processes "
+            f"or machines)"
+        )
+    if n_workers > SHARD_STREAM_STRIDE:
+        raise ValueError(f"{n_workers} workers: at most {SHARD_STREAM_STRIDE} are supported")
+    sharded = bool(shard_rows) if shard_rows is not None else n_workers > 1
+    if sharded and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        raise ValueError(
+            f"shard_rows=True splits the rows across the workers of a MultiWorkerMirroredStrategy; with "
+            f"{type(strategy).__name__} every replica reads this process's rows: leave shard_rows unset"
+        )
+    if sharded:
+        if len(devices) != 1:
+            raise ValueError(
+                f"shard_rows=True runs one replica per worker; this worker has {len(devices)} devices "
+                f"({', '.join(devices)}). Start one worker per device (e.g. CUDA_VISIBLE_DEVICES per process)"
+            )
+        reason = NOT_SHARDED.get(method) or NOT_SHARDED.get(estimator)
+        if reason:
+            name = method if method in NOT_SHARDED else f"estimator={estimator!r}"
+            raise ValueError(
+                f"{name} cannot run with shard_rows=True: {reason}. Use shard_rows=False (every worker "
+                f"passes all rows; the chains are split across workers) or another estimator"
+            )
+        return Placement(n_chains, worker, n_workers, devices, (tuple(range(n_chains)),), True)
+    replicas = n_workers * len(devices)
+    if n_chains % replicas:
+        raise ValueError(
+            f"n_chains={n_chains} chains cannot be split evenly over the strategy's {replicas} replicas "
+            f"({n_workers} worker(s) x {len(devices)} device(s)): use a multiple of {replicas}"
+        )
+    per = n_chains // replicas
+    first = worker * len(devices)
+    chains = tuple(tuple(range((first + j) * per, (first + j + 1) * per)) for j in range(len(devices)))
+    return Placement(n_chains, worker, n_workers, devices, chains, False)
+
+
+def stratified_batch_sizes(batch_size: int, shard_rows: list[int]) -> list[int]:
+    """n_w for each worker: ``batch_size``·N_w/N rounded by largest remainder (ties to the lower
+    worker index), so that Σ n_w = n exactly and each n_w is within 1 of its share. Every n_w ≥ 1
+    and ≤ N_w, else a ValueError naming the shard (the estimate Σ_w (N_w/n_w)·Σ_{S_w} is
+    unbiased for any such allocation; proportional allocation keeps its variance near that of
+    one uniform minibatch of n)."""
+    total = int(sum(shard_rows))
+    shares = np.array(shard_rows, np.float64) * batch_size / total
+    sizes = np.floor(shares).astype(np.int64)
+    order = sorted(range(len(sizes)), key=lambda w: (-(shares[w] - sizes[w]), w))
+    for w in order[: batch_size - int(sizes.sum())]:
+        sizes[w] += 1
+    for w, (n_w, rows) in enumerate(zip(sizes, shard_rows)):
+        if n_w < 1:
+            raise ValueError(
+                f"worker {w}'s shard has {rows} of N = {total} rows: its share of minibatch_size={batch_size} "
+                f"rounds to 0 rows. Use a larger minibatch (at least {int(np.ceil(total / max(1, rows)))}) or "
+                f"balance the shards"
+            )
+    return [int(s) for s in sizes]
