@@ -22,6 +22,7 @@ from typing import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from .distribute.collective import failed_worker
 from .errors import DivergenceError, Interrupted, SamplingError
 from .sampler import Keep, Sampler
 from .samples import Samples
@@ -38,6 +39,14 @@ def _next_chunk_len(n: int, elapsed: float, first: bool, target: float, max_chun
     tracing and compilation, so its time says nothing: it only grows the chunk 4×."""
     growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
     return int(min(max_chunk, max(1, n * growth)))
+
+
+def _peer_failure(sampler: Sampler, error: BaseException) -> str:
+    """With rows sharded: ", worker w stopped answering" when a collective error names a peer."""
+    if sampler.shard is None:
+        return ""
+    who = failed_worker(error, sampler.shard.collective.worker)
+    return "" if who is None else f": worker {who} stopped answering"
 
 
 def _timed(sampler: Sampler) -> bool:
@@ -151,9 +160,10 @@ class _Storage:
                 for name, g in est.grads.items():
                     self.gradients[name][:, -1] = g
 
-    def samples(self, settings: dict) -> Samples:
-        """What is kept so far, as :class:`~sgmcmc.Samples` (R layout for one chain)."""
-        m = self.keep.count_until(self.sampler.iteration) - self.first
+    def samples(self, settings: dict, until: int | None = None) -> Samples:
+        """What is kept so far (up to iteration ``until``, default the sampler's), as
+        :class:`~sgmcmc.Samples` (R layout for one chain)."""
+        m = self.keep.count_until(self.sampler.iteration if until is None else until) - self.first
 
         def layout(a):
             a = a[:, :m]
@@ -253,11 +263,13 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                     raise
                 except Exception as error:
                     raise SamplingError(
-                        f"{desc} failed in iterations {it0 + 1}–{it0 + n} ({type(error).__name__}: "
+                        f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} ({type(error).__name__}: "
                         f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}). The samples kept "
                         f"until iteration {it0} are in the exception's `samples` attribute",
                         iteration=it0,
-                        samples=storage.samples(settings),
+                        # Not the sampler's iteration: a chunk runs as several compiled calls, and
+                        # those before the failing one advanced it without their samples stored.
+                        samples=storage.samples(settings, until=it0),
                     ) from error
                 elapsed = time.perf_counter() - start
                 if groups:

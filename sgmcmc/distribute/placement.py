@@ -168,8 +168,8 @@ def placement(strategy, shard_rows, n_chains: int, method: str, estimator: str) 
 
 def stratified_batch_sizes(batch_size: int, shard_rows: list[int]) -> list[int]:
     """n_w for each worker: ``batch_size``·N_w/N rounded by largest remainder (ties to the lower
-    worker index), so that Σ n_w = n exactly and each n_w is within 1 of its share. Every n_w ≥ 1
-    and ≤ N_w, else a ValueError naming the shard (the estimate Σ_w (N_w/n_w)·Σ_{S_w} is
+    worker index), so that Σ n_w = n exactly and each n_w is within 1 of its share (so n_w ≤ N_w:
+    the share n·N_w/N ≤ N_w, an integer). Every n_w ≥ 1, else a ValueError naming the shard (the estimate Σ_w (N_w/n_w)·Σ_{S_w} is
     unbiased for any such allocation; proportional allocation keeps its variance near that of
     one uniform minibatch of n)."""
     total = int(sum(shard_rows))

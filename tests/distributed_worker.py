@@ -1,0 +1,162 @@
+"""One worker of the multi-worker tests (tests/test_distribute.py), started by the launcher
+(``sgmcmc.distribute.launcher.run_workers``) with ``TF_CONFIG`` set:
+
+    python tests/distributed_worker.py SCENARIO OUT_DIR
+
+Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
+
+``main``
+    rows sharded, the rows SORTED and split 603 / 397 between the two workers (so that a wrong
+    stratum weight or a missing all-reduce moves the posterior): SGLD and SGLD-CV; then
+    ``shard_rows=False`` with 4 chains split over the workers, all rows on each; then what is
+    refused under sharding.
+``mirrored`` (no cluster: a plain process)
+    two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
+    the one-device run (largest difference), and what is refused.
+``kill``
+    rows sharded, a long SGLD run; worker 1 kills itself (SIGKILL) 4 s after sampling starts;
+    worker 0 records the exception it gets and how long after the kill it came.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import sgmcmc  # noqa: E402
+
+N, SPLIT, PRIOR_SD = 1000, 603, 10.0
+SETTINGS = {
+    # method: (stepsize, n_iters, extra)
+    "sgld": (1e-4, 20_000, {}),
+    "sgldcv": (5e-4, 5_000, dict(opt_stepsize=1e-4, n_iters_opt=500)),
+}
+
+
+def data() -> np.ndarray:
+    """x_i ~ N(1, 1), i < N, sorted (the shards are not exchangeable)."""
+    return np.sort(np.random.default_rng(0).normal(1.0, 1.0, N))[:, None]
+
+
+def exact_posterior(x: np.ndarray) -> tuple[float, float]:
+    """mu | x with x_i ~ N(mu, 1), mu ~ N(0, PRIOR_SD^2): (mean, sd)."""
+    precision = len(x) + PRIOR_SD**-2
+    return float(x.sum() / precision), float(precision**-0.5)
+
+
+def log_lik(params, dataset):
+    return tf.reduce_sum(tfp.distributions.Normal(params["mu"][0], tf.constant(1.0, tf.float64)).log_prob(dataset["x"][:, 0]))
+
+
+def log_prior(params):
+    return tfp.distributions.Normal(tf.constant(0.0, tf.float64), PRIOR_SD).log_prob(params["mu"][0])
+
+
+def run(method: str, dataset: dict, seed: int, **kwargs) -> sgmcmc.Samples:
+    stepsize, n_iters, extra = SETTINGS[method]
+    n_iters = kwargs.pop("n_iters", n_iters)
+    return getattr(sgmcmc, method)(
+        log_lik, dataset, {"mu": np.zeros(1)}, stepsize, log_prior=log_prior, minibatch_size=100,
+        n_iters=n_iters, seed=seed, dtype=tf.float64, verbose=False, **extra, **kwargs,
+    )
+
+
+def shard(x: np.ndarray, worker: int) -> dict:
+    return {"x": x[:SPLIT] if worker == 0 else x[SPLIT:]}
+
+
+def mirrored(out: str) -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x = data()
+    result = {}
+    for method in SETTINGS:
+        one = run(method, {"x": x}, seed=7, n_chains=4, n_iters=1000)
+        two = run(method, {"x": x}, seed=7, n_chains=4, n_iters=1000, strategy=strategy)
+        result[method] = {
+            "shape": list(two["mu"].shape),
+            "max_difference": float(np.max(np.abs(one["mu"] - two["mu"]))),
+            "log_posterior_difference": float(np.max(np.abs(one.log_posterior - two.log_posterior))),
+        }
+    for name, call in {
+        "odd_chains": lambda: run("sgld", {"x": x}, seed=1, n_chains=3, strategy=strategy),
+        "shard_rows": lambda: run("sgld", {"x": x}, seed=1, n_chains=2, strategy=strategy, shard_rows=True),
+        "setup": lambda: sgmcmc.sgld_setup(log_lik, {"x": x}, {"mu": np.zeros(1)}, 1e-4, n_chains=2, strategy=strategy),
+    }.items():
+        try:
+            call()
+            result[name] = None
+        except ValueError as error:
+            result[name] = str(error)
+    with open(os.path.join(out, "mirrored.json"), "w") as f:
+        json.dump(result, f)
+
+
+def main(scenario: str, out: str) -> None:
+    if scenario == "mirrored":
+        return mirrored(out)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+        )
+    )
+    worker = strategy.cluster_resolver.task_id
+    x = data()
+    path = lambda name: os.path.join(out, f"{name}.w{worker}")  # noqa: E731
+    if scenario == "main":
+        for method in SETTINGS:
+            samples = run(method, shard(x, worker), seed=11, strategy=strategy)
+            np.savez(path(method), mu=samples["mu"], log_posterior=samples.log_posterior)
+        chains = run("sgld", {"x": x}, seed=5, strategy=strategy, shard_rows=False, n_chains=4)
+        np.savez(path("chains"), mu=chains["mu"])
+        refused = {}
+        for name, kwargs in {
+            "svrg": dict(estimator="svrg"),
+            "odd_chains": dict(shard_rows=False, n_chains=3),
+            "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
+        }.items():
+            try:
+                run("sgld", shard(x, worker), seed=1, strategy=strategy, **kwargs)
+                refused[name] = None
+            except ValueError as error:
+                refused[name] = str(error)
+        with open(path("refused") + ".json", "w") as f:
+            json.dump(refused, f)
+    elif scenario == "kill":
+        killed_at = []
+        if worker == 1:
+            def kill():
+                time.sleep(4.0)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            threading.Thread(target=kill, daemon=True).start()
+        else:
+            killed_at.append(time.time() + 4.0)  # both start sampling together (set-up collectives)
+        try:
+            run("sgld", shard(x, worker), seed=3, strategy=strategy, n_iters=10**7)
+            outcome = {"error": None}
+        except sgmcmc.SamplingError as error:
+            outcome = {
+                "error": type(error).__name__, "message": str(error), "n_kept": int(error.samples.n_kept),
+                "finite": bool(np.all(np.isfinite(error.samples["mu"]))),
+                "seconds_after_kill": time.time() - killed_at[0],
+            }
+        with open(path("kill") + ".json", "w") as f:
+            json.dump(outcome, f)
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
