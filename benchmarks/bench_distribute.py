@@ -6,7 +6,9 @@
 2. ``full_gradient``: the CV anchor's full-data gradient on --big-rows rows (default 10^7), one
    process against 2 workers each holding half (each worker's pass, then one all-reduce):
    seconds, median of --repeats.
-3. ``devices``: 8 chains on MirroredStrategy's 2 logical CPU devices against one device
+3. ``bnn``: the MNIST-shaped BNN (784-100-10) at n = 5,000, one process against 2 workers
+   (2,500 rows each, one all-reduce of 79,510 gradients per iteration): µs/iteration.
+4. ``devices``: 8 chains on MirroredStrategy's 2 logical CPU devices against one device
    (whole-chain ``sgld`` calls; marginal µs per chain-iteration).
 
 This machine has 2 cores: one process already uses both (TensorFlow's intra-op threads), so two
@@ -74,6 +76,7 @@ def worker(args) -> dict:
     sampler = sgmcmc.sgld_setup(log_lik, data, start(), 1e-5, log_prior=log_prior, minibatch_size=500, seed=1, strategy=strategy)
     sgmcmc.init_sess(sampler, verbose=False)
     result["allreduce_us_per_it"] = _marginal(lambda n: sgmcmc.sample_chain(sampler, n, verbose=False), args.iters, args.repeats)
+    result["bnn_us_per_it"] = _bnn(sgmcmc, strategy, part, args)
     big = part(make_data(args.big_rows))
     cv = sgmcmc.sgldcv_setup(log_lik, big, start(), 1e-6, opt_stepsize=1e-7, n_iters_opt=0, log_prior=log_prior,
                              minibatch_size=500, seed=1, strategy=strategy, verbose=False)
@@ -86,6 +89,30 @@ def worker(args) -> dict:
     result["full_gradient_s"] = statistics.median(times[1:])
     result["full_gradient_check"] = float(np.sum(np.abs(grad["beta"].numpy())))
     return result
+
+
+def _bnn(sgmcmc, strategy, part, args) -> float:
+    """The MNIST-shaped BNN (784-100-10, N = 60,000 generated rows) at n = 5,000: SGLD µs/it."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    data = part({"x": rng.random((60_000, 784), np.float32), "y": rng.integers(0, 10, 60_000).astype(np.int32)})
+
+    def log_lik(p, d):
+        h = tf.nn.relu(tf.matmul(d["x"], p["W1"]) + p["b1"])
+        logits = tf.matmul(h, p["W2"]) + p["b2"]
+        return -tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=d["y"], logits=logits))
+
+    def log_prior(p):
+        return -0.5 * sum(tf.reduce_sum(tf.square(v)) for v in p.values())
+
+    start = {"W1": 0.01 * rng.standard_normal((784, 100)).astype(np.float32), "b1": np.zeros(100, np.float32),
+             "W2": 0.01 * rng.standard_normal((100, 10)).astype(np.float32), "b2": np.zeros(10, np.float32)}
+    sampler = sgmcmc.sgld_setup(log_lik, data, start, 1e-6, log_prior=log_prior, minibatch_size=5000, seed=1,
+                                strategy=strategy, check_model=False)
+    sgmcmc.init_sess(sampler, verbose=False)
+    return _marginal(lambda n: sgmcmc.sample_chain(sampler, n, verbose=False), max(10, args.iters // 20), args.repeats)
 
 
 def devices(args) -> dict:
@@ -139,6 +166,8 @@ def main(argv=None) -> None:
         print(f"full-data gradient ({args.big_rows:,} rows): {one[0]['full_gradient_s']:.2f} s one process "
               f"({one_pinned[0]['full_gradient_s']:.2f} s on one thread), {two[0]['full_gradient_s']:.2f} s two workers: "
               f"{one[0]['full_gradient_s'] / two[0]['full_gradient_s']:.2f}x")
+    if one and two:
+        print(f"BNN at n = 5,000: {one[0]['bnn_us_per_it']:.0f} us/it one process, {two[0]['bnn_us_per_it']:.0f} two workers")
     if dev:
         print(f"8 chains: {dev[0]['one_device_us_per_chain_it']:.1f} us per chain-iteration on one device, "
               f"{dev[0]['two_devices_us_per_chain_it']:.1f} on two")

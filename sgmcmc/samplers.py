@@ -18,7 +18,7 @@ import tensorflow as tf
 from . import inputs
 from .constraints import Constrained, check_constraints
 from .chain import run_chain
-from .distribute.collective import Collective
+from .distribute.collective import Collective, failed_worker
 from .distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from .distribute.replicas import run_on_replicas
 from .checkpoints import CheckpointDirectory, fingerprint
@@ -170,7 +170,18 @@ def _row_shard(place: Placement, data: dict, minibatch_size: Any) -> tuple[RowSh
     collective = Collective(place.n_workers, place.worker)
     schema = repr(sorted((k, tuple(v.shape[1:]), np.dtype(v.dtype).str) for k, v in data.items()))
     n_local = len(next(iter(data.values())))
-    status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode())], np.int64))
+    try:
+        status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode())], np.int64))
+    except tf.errors.OpError as error:
+        who = failed_worker(error, place.worker)
+        if who is None and place.n_workers == 2:
+            who = 1 - place.worker
+        raise RuntimeError(
+            f"worker {who if who is not None else '(one of the others)'} did not finish its set-up (a check failed there, "
+            f"or it stopped; see its output): the workers exchange their row counts once every worker's "
+            f"checks have passed, and this one waited {collective.timeout:g} s at most "
+            f"(SGMCMC_COLLECTIVE_TIMEOUT)"
+        ) from error
     differ = [w for w in range(place.n_workers) if status[w, 1] != status[place.worker, 1]]
     if differ:
         raise ValueError(
@@ -223,11 +234,7 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     data = inputs.check_dataset(args["dataset"], dtype)
-    shard = None
-    if place.shard_rows:
-        shard, n = _row_shard(place, data, args["minibatch_size"])
-    else:
-        n = inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
+    n = None if place.shard_rows else inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
     choice.check_memory(len(starts), len(next(iter(data.values()))), {k: v.shape for k, v in starts[0].items()}, dtype)
     log_lik, log_prior = args.get("log_lik"), args.get("log_prior")
     model = None
@@ -237,6 +244,9 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
         # The user's functions at the user's (constrained) start: errors name their own code.
         first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
         inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=args["check_model"])
+    shard = None
+    if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
+        shard, n = _row_shard(place, data, args["minibatch_size"])
     settings = {h: args[h] for h in spec.hyperparameters}
     settings.update(minibatch_size=n if shard is None else shard.batch_size, dtype=dtype.name)
     if shard is not None:

@@ -13,6 +13,9 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
 ``mirrored`` (no cluster: a plain process)
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
     the one-device run (largest difference), and what is refused.
+``setup_failure`` (run with ``SGMCMC_COLLECTIVE_TIMEOUT=10``)
+    worker 1's rows hold a NaN: its set-up refuses them and it stays alive, idle, for 30 s;
+    worker 0 records what it raised and when.
 ``kill``
     rows sharded, a long SGLD run; worker 1 kills itself (SIGKILL) 4 s after sampling starts;
     worker 0 records the exception it gets and how long after the kill it came.
@@ -154,6 +157,21 @@ def main(scenario: str, out: str) -> None:
             }
         with open(path("kill") + ".json", "w") as f:
             json.dump(outcome, f)
+    elif scenario == "setup_failure":
+        rows = shard(x, worker)
+        if worker == 1:
+            rows = {"x": rows["x"].copy()}
+            rows["x"][7, 0] = np.nan
+        start = time.time()
+        try:
+            run("sgld", rows, seed=1, strategy=strategy)
+            outcome = {"error": None}
+        except (ValueError, RuntimeError) as error:
+            outcome = {"error": type(error).__name__, "message": str(error), "seconds": time.time() - start}
+        with open(path("setup_failure") + ".json", "w") as f:
+            json.dump(outcome, f)
+        if worker == 1:
+            time.sleep(30)  # alive but gone from the cluster's work: the other must not wait forever
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
 

@@ -45,12 +45,14 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
 
 
-def _launch(scenario: str, out: Path, timeout: float) -> list:
+def _launch(scenario: str, out: Path, timeout: float, **env) -> list:
     from sgmcmc.distribute.launcher import run_workers
 
     log = open(out / f"{scenario}.log", "w")
     try:
-        return run_workers([WORKER, scenario, str(out)], 2, timeout=timeout, grace=20.0, env=_env(), stdout=log, stderr=log)
+        return run_workers(
+            [WORKER, scenario, str(out)], 2, timeout=timeout, grace=40.0, env=dict(_env(), **env), stdout=log, stderr=log
+        )
     finally:
         log.close()
 
@@ -216,3 +218,19 @@ def test_a_killed_worker_makes_the_other_raise_with_its_samples(tmp_path):
     kept = outcome["n_kept"]
     assert kept > 0 and outcome["finite"]
     assert f"kept until iteration {kept} " in outcome["message"]
+
+
+@pytest.mark.multiworker
+def test_a_worker_whose_set_up_fails_does_not_leave_the_other_waiting(tmp_path):
+    """Worker 1's rows hold a NaN: it raises the usual ValueError and stays alive (idle). Worker 0
+    must not hang: the row-count exchange that ends every worker's set-up times out
+    (SGMCMC_COLLECTIVE_TIMEOUT=10 here) and it raises, naming worker 1 (the other of two).
+    Broken variant run: the exchange without a timeout (a patched copy) — worker 0 waited until
+    worker 1's process ended (40 s), and this test failed."""
+    _launch("setup_failure", tmp_path, timeout=120, SGMCMC_COLLECTIVE_TIMEOUT="10")
+    failed = json.loads((tmp_path / "setup_failure.w1.json").read_text())
+    assert failed["error"] == "ValueError" and "NaN" in failed["message"], failed
+    waiting = json.loads((tmp_path / "setup_failure.w0.json").read_text())
+    assert waiting["error"] == "RuntimeError", waiting
+    assert "worker 1 did not finish its set-up" in waiting["message"]
+    assert waiting["seconds"] < 25  # the timeout (10 s) plus slack; worker 1 idles for 30 s
