@@ -1011,8 +1011,8 @@ _DISTRIBUTE_OPTIONS = """
         w draws n_w ≈ n·N_w/N rows (largest-remainder rounding, each ≥ 1), the gradient
         Σ_w (N_w/n_w)·Σ_{i∈S_w} ∇log p(x_i|θ) + ∇log p(θ) is summed by one all-reduce, and
         every worker holds the same chains (the noise is the same everywhere). The mode search
-        and the CV anchor's full-data gradient run sharded; the CV samplers' stepsize check is
-        skipped (not sharded yet). Not supported (refused): SVRG, SAGA, OSGLD, SCIR/SGRLD,
+        the CV anchor's full-data gradient and SVRG's refreshes run sharded; the CV samplers'
+        stepsize check is skipped (not sharded yet). Not supported (refused): SAGA, OSGLD, SCIR/SGRLD,
         ``checkpoint_dir``. A worker that dies makes the others raise
         :class:`~sgmcmc.SamplingError` with the samples kept so far.
 """

@@ -9,7 +9,7 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
     rows sharded, the rows SORTED and split 603 / 397 between the two workers (so that a wrong
     stratum weight or a missing all-reduce moves the posterior): SGLD and SGLD-CV; then
     ``shard_rows=False`` with 4 chains split over the workers, all rows on each; then what is
-    refused under sharding.
+    refused under sharding. (``svrg`` is SGLD with ``estimator="svrg"``.)
 ``mirrored`` (no cluster: a plain process)
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
     the one-device run (largest difference), and what is refused.
@@ -43,6 +43,7 @@ SETTINGS = {
     # method: (stepsize, n_iters, extra)
     "sgld": (1e-4, 20_000, {}),
     "sgldcv": (5e-4, 5_000, dict(opt_stepsize=1e-4, n_iters_opt=500)),
+    "svrg": (5e-4, 5_000, dict(estimator="svrg", svrg_period=50)),
 }
 
 
@@ -68,7 +69,7 @@ def log_prior(params):
 def run(method: str, dataset: dict, seed: int, **kwargs) -> sgmcmc.Samples:
     stepsize, n_iters, extra = SETTINGS[method]
     n_iters = kwargs.pop("n_iters", n_iters)
-    return getattr(sgmcmc, method)(
+    return getattr(sgmcmc, "sgld" if method == "svrg" else method)(
         log_lik, dataset, {"mu": np.zeros(1)}, stepsize, log_prior=log_prior, minibatch_size=100,
         n_iters=n_iters, seed=seed, dtype=tf.float64, verbose=False, **extra, **kwargs,
     )
@@ -125,7 +126,7 @@ def main(scenario: str, out: str) -> None:
         np.savez(path("chains"), mu=chains["mu"])
         refused = {}
         for name, kwargs in {
-            "svrg": dict(estimator="svrg"),
+            "saga": dict(estimator="saga"),
             "odd_chains": dict(shard_rows=False, n_chains=3),
             "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():

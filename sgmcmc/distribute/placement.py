@@ -29,7 +29,6 @@ SHARD_STREAM_STRIDE = 256
 
 #: What rows sharding does not support yet, with the reason (refused at set-up).
 NOT_SHARDED = {
-    "svrg": "SVRG's anchor refresh is a full-data pass inside the compiled step, not yet sharded",
     "saga": "SAGA's gradient table and its sum are not yet split across workers",
     "osgld": "OSGLD's gradient covariance needs every row's gradient on one worker",
     "scir": "the simplex samplers' count estimator is not yet sharded",

@@ -199,7 +199,8 @@ class MinibatchGradient:
         r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
         summed over row batches of :data:`FULL_GRADIENT_BATCH_ROWS` in a ``tf.while_loop`` (memory
         bounded at any N; every batch has a static shape: the full batches in the loop, the
-        remainder once after it). For use inside a compiled step (SVRG's anchor refresh)."""
+        remainder once after it), summed over the workers when the rows are sharded. For use
+        inside a compiled step (SVRG's anchor refresh)."""
         size = min(FULL_GRADIENT_BATCH_ROWS, self.n_rows)
         n_full = self.n_rows // size
 
@@ -219,6 +220,9 @@ class MinibatchGradient:
         if self.n_rows > n_full * size:
             rest = batch_grad(tf.constant(n_full * size, tf.int64), self.n_rows - n_full * size)
             total = {k: total[k] + rest[k] for k in total}
+        if self.reduce is not None:  # rows sharded: every worker's rows
+            names = list(total)
+            total = dict(zip(names, self.reduce([total[k] for k in names])))
         if self.log_prior is not None:
             prior = map_over_chains(lambda p: value_and_grad(self.log_prior, p)[1], params, self.n_chains)
             total = {k: total[k] + prior[k] for k in total}
