@@ -26,7 +26,10 @@ running are terminated the same way, at once. Ctrl-C in the launcher sends SIGIN
 worker and gives them the grace period; a second Ctrl-C, or SIGTERM to the launcher,
 terminates them at once. Each worker runs in a session (and so a process group) of its own:
 a Ctrl-C at the terminal reaches the workers once, through the launcher, and the signals the
-launcher sends reach a worker's own child processes too. POSIX only.
+launcher sends reach a worker's own child processes too. The other side of that: a launcher
+that is itself killed without a chance to act (SIGKILL, or a Python process that called
+:func:`run_workers` and dies of an unhandled SIGTERM) leaves its workers running, in sessions
+of their own; seen here when an outer ``timeout`` killed a test run. POSIX only.
 
 The exit code is 0 if every worker exited with 0, else the first failure in order of exit (a
 worker killed by signal s counts as 128 + s); if the only failures are workers the launcher
