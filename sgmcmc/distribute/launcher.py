@@ -1,0 +1,637 @@
+"""Run W copies of a script as one ``tf.distribute.MultiWorkerMirroredStrategy`` cluster on
+this machine.
+
+``python -m sgmcmc.distribute --workers W [--timeout SECONDS] [--grace SECONDS] script.py
+[script args]`` starts W processes of this Python (``sys.executable``), worker ``i`` with
+
+* ``TF_CONFIG={"cluster": {"worker": ["127.0.0.1:p0", ...]}, "task": {"type": "worker",
+  "index": i}}``, on W ports that were free on 127.0.0.1 (each found by binding to port 0; the
+  sockets are held until just before the workers start, which narrows but cannot close the
+  window in which another program may take a port);
+* ``SGMCMC_WORKER=i``, ``SGMCMC_WORKERS=W``, ``PYTHONUNBUFFERED=1``;
+* ``CUDA_VISIBLE_DEVICES=-1`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless the environment already
+  sets them (W local workers must not fight over one GPU).
+
+Each line a worker writes is passed on as it comes, prefixed ``[worker i] ``, its stdout to
+the launcher's stdout and its stderr to the launcher's stderr (one thread per pipe, so no
+worker ever blocks on a full pipe). The launcher's own lines go to stderr, prefixed
+``[launcher] ``, and end with one line per worker: ``worker i: exit code c`` or
+``worker i: killed after timeout``.
+
+When a worker fails (a non-zero exit code, or death by a signal), the others get ``--grace``
+seconds (30 by default) to finish on their own; a well-behaved sgmcmc worker raises its own
+error within its collective timeout. Those still running then are terminated: SIGTERM, and
+SIGKILL 5 s later. ``--timeout`` bounds the whole run: when it has passed, the workers still
+running are terminated the same way, at once. Ctrl-C in the launcher sends SIGINT to every
+worker and gives them the grace period; a second Ctrl-C, or SIGTERM to the launcher,
+terminates them at once. Each worker runs in a session (and so a process group) of its own:
+a Ctrl-C at the terminal reaches the workers once, through the launcher, and the signals the
+launcher sends reach a worker's own child processes too. The other side of that: a launcher
+that is itself killed without a chance to act (SIGKILL, or a Python process that called
+:func:`run_workers` and dies of an unhandled SIGTERM) leaves its workers running, in sessions
+of their own; seen here when an outer ``timeout`` killed a test run. POSIX only.
+
+The exit code is 0 if every worker exited with 0, else the first failure in order of exit (a
+worker killed by signal s counts as 128 + s); if the only failures are workers the launcher
+killed, it is 124 after ``--timeout`` or a failure's grace period, 130 after Ctrl-C, 143 after
+SIGTERM.
+
+This module imports no TensorFlow, and nothing outside the standard library. ``python -m
+sgmcmc.distribute`` imports the package ``sgmcmc`` first, and with it TensorFlow (see
+``sgmcmc/distribute/__main__.py`` for the cost); ``python path/to/sgmcmc/distribute/launcher.py
+...`` runs the same command line without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Callable, Iterator, TextIO
+
+#: Seconds the other workers get to finish on their own after one fails (``--grace``).
+DEFAULT_GRACE = 30.0
+#: Seconds between SIGTERM and SIGKILL when the launcher terminates a worker.
+KILL_AFTER = 5.0
+#: Seconds between two looks at the workers.
+POLL_INTERVAL = 0.05
+#: Seconds to wait, after a worker has exited, for the last of its output.
+DRAIN_TIMEOUT = 5.0
+LOCALHOST = "127.0.0.1"
+PROG = "python -m sgmcmc.distribute"
+
+#: Exit codes of the launcher when the only failures are workers it killed.
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class LauncherTerminated(Exception):
+    """Raised in the launcher's main thread when it receives SIGTERM (command line only)."""
+
+
+# --------------------------------------------------------------------------- cluster spec
+
+
+@contextlib.contextmanager
+def held_ports(n: int) -> Iterator[list[int]]:
+    """Hold ``n`` free TCP ports on 127.0.0.1 for the length of a ``with`` block.
+
+    Parameters
+    ----------
+    n : int
+        How many ports.
+
+    Yields
+    ------
+    list of int
+        The ports of ``n`` sockets bound to port 0 (bound, not listening), so distinct; no
+        other program can bind them until the block ends and the sockets are closed.
+    """
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((LOCALHOST, 0))
+            ports.append(sock.getsockname()[1])
+        yield ports
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports that are free on 127.0.0.1 now (:func:`held_ports`, released).
+
+    Another program may take one before the caller binds it; :func:`run_workers` holds its
+    ports until just before the workers start.
+    """
+    with held_ports(n) as ports:
+        return ports
+
+
+def tf_config(addresses: list[str], index: int) -> str:
+    """The ``TF_CONFIG`` of one worker of a cluster of workers only.
+
+    Parameters
+    ----------
+    addresses : list of str
+        ``host:port`` of every worker, in worker order (the same list on every worker).
+    index : int
+        This worker's index in ``addresses``.
+
+    Returns
+    -------
+    str
+        JSON: ``{"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}``.
+    """
+    if not 0 <= index < len(addresses):
+        raise ValueError(f"worker index {index} is outside the cluster of {len(addresses)} workers")
+    return json.dumps({"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}})
+
+
+def worker_env(base: dict[str, str], addresses: list[str], index: int) -> dict[str, str]:
+    """The environment of worker ``index``: ``base`` with the cluster's variables set.
+
+    Parameters
+    ----------
+    base : dict of str to str
+        The environment the workers inherit.
+    addresses : list of str
+        ``host:port`` of every worker.
+    index : int
+        This worker's index.
+
+    Returns
+    -------
+    dict of str to str
+        A new dict; ``CUDA_VISIBLE_DEVICES`` and ``TF_CPP_MIN_LOG_LEVEL`` are kept if ``base``
+        sets them.
+    """
+    env = dict(base)
+    env["TF_CONFIG"] = tf_config(addresses, index)
+    env["SGMCMC_WORKER"] = str(index)
+    env["SGMCMC_WORKERS"] = str(len(addresses))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("CUDA_VISIBLE_DEVICES", "-1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_request(argv: list[str], workers: int, timeout: float | None, grace: float) -> None:
+    """Refuse a request that cannot run, before anything starts.
+
+    Parameters
+    ----------
+    argv : list of str
+        What follows the interpreter: ``script.py args``, ``-c CODE args`` or ``-m MODULE args``.
+    workers : int
+        How many workers.
+    timeout : float or None
+        Seconds for the whole run, or None.
+    grace : float
+        Seconds the others get after a worker fails.
+
+    Raises
+    ------
+    ValueError
+        With the reason and what to do instead.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"the number of workers must be a whole number >= 1, got {workers!r}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"the timeout must be a number of seconds > 0 (or none), got {timeout!r}")
+    if not grace >= 0:
+        raise ValueError(f"the grace period must be a number of seconds >= 0, got {grace!r}")
+    if not argv:
+        raise ValueError("no script given: name a Python script (or -c CODE, or -m MODULE) for the workers to run")
+    first = argv[0]
+    if first in ("-c", "-m") and len(argv) < 2:
+        raise ValueError(f"{first} needs an argument ({'code' if first == '-c' else 'a module name'})")
+    if not first.startswith("-") and not os.path.exists(first):
+        raise ValueError(f"script not found: {first!r} (from {os.getcwd()})")
+
+
+# --------------------------------------------------------------------------- output
+
+
+def pump_lines(pipe: IO[bytes], prefix: str, stream: TextIO, lock: threading.Lock) -> None:
+    """Copy ``pipe`` to ``stream`` line by line, each line prefixed, until the pipe closes.
+
+    Parameters
+    ----------
+    pipe : binary file
+        A worker's stdout or stderr.
+    prefix : str
+        Put before each line, e.g. ``"[worker 0] "``.
+    stream : text file
+        Where the lines go; flushed after each line.
+    lock : threading.Lock
+        Held while a line is written, so that lines of different workers never mix.
+
+    Notes
+    -----
+    Bytes that are not UTF-8 are replaced. If ``stream`` can no longer be written (a closed
+    pipe), the lines are read and dropped, so the worker never blocks.
+    """
+    writable = True
+    with pipe:
+        for raw in iter(pipe.readline, b""):
+            text = raw.decode("utf-8", "replace")
+            if not text.endswith("\n"):
+                text += "\n"
+            if not writable:
+                continue
+            try:
+                with lock:
+                    stream.write(prefix + text)
+                    stream.flush()
+            except (OSError, ValueError):
+                writable = False
+
+
+# --------------------------------------------------------------------------- the workers
+
+
+class Outcome(list[int | None]):
+    """How a run ended: the exit code per worker (a list), with the order of exit and why
+    the launcher killed workers.
+
+    Parameters
+    ----------
+    workers : int
+        How many workers; every code starts as None.
+
+    Attributes
+    ----------
+    order : list of int
+        The workers that exited on their own, in order of exit.
+    reason : str or None
+        Why the launcher killed workers: ``"timeout"``, ``"grace"``, ``"interrupt"``,
+        ``"terminate"``; None if it killed none.
+
+    Notes
+    -----
+    An item is the worker's exit code (negative -s: killed by signal s), or None for a
+    worker the launcher killed.
+    """
+
+    def __init__(self, workers: int) -> None:
+        super().__init__([None] * workers)
+        self.order: list[int] = []
+        self.reason: str | None = None
+
+    def summary(self) -> list[str]:
+        """One line per worker, in worker order: ``worker i: exit code c`` (:func:`describe`)
+        or ``worker i: killed after timeout``."""
+        return [
+            f"worker {i}: {describe(code) if code is not None else 'killed after timeout'}"
+            for i, code in enumerate(self)
+        ]
+
+    def exit_status(self) -> int:
+        """The launcher's exit code: 0, the first failure's code in order of exit (128 + s for
+        signal s), or 124, 130 or 143 when only killed workers failed (module docstring)."""
+        for i in self.order:
+            code = self[i]
+            if code:
+                return 128 - code if code < 0 else code
+        if self.reason is None:
+            return 0
+        return {"interrupt": EXIT_INTERRUPTED, "terminate": EXIT_TERMINATED}.get(self.reason, EXIT_TIMEOUT)
+
+
+class Workers:
+    """The worker processes of one run, their output threads, and what became of them.
+
+    Parameters
+    ----------
+    workers : int
+        How many workers the run has.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.threads: list[threading.Thread] = []
+        self.outcome = Outcome(workers)
+        self.finished: set[int] = set()
+
+    def start(self, argv: list[str], envs: list[dict[str, str]], stdout: TextIO, stderr: TextIO) -> None:
+        """Start one worker per environment, each in a session of its own, with its output threads.
+
+        Parameters
+        ----------
+        argv : list of str
+            What follows ``sys.executable`` on each worker's command line.
+        envs : list of dict of str to str
+            One environment per worker.
+        stdout : text file
+            Where the workers' stdout lines go.
+        stderr : text file
+            Where the workers' stderr lines go.
+        """
+        lock = threading.Lock()
+        for index, env in enumerate(envs):
+            proc = subprocess.Popen(
+                [sys.executable, *argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+            self.procs.append(proc)
+            for pipe, stream in ((proc.stdout, stdout), (proc.stderr, stderr)):
+                thread = threading.Thread(target=pump_lines, args=(pipe, f"[worker {index}] ", stream, lock), daemon=True)
+                thread.start()
+                self.threads.append(thread)
+
+    def running(self) -> list[int]:
+        """The indices of the workers not yet finished."""
+        return [i for i in range(len(self.procs)) if i not in self.finished]
+
+    def reap(self) -> list[int]:
+        """Record the workers that have exited since the last call.
+
+        Returns
+        -------
+        list of int
+            Their indices, in the order they were found.
+        """
+        exited = []
+        for i in self.running():
+            code = self.procs[i].poll()
+            if code is not None:
+                self.finished.add(i)
+                self.outcome[i] = code
+                self.outcome.order.append(i)
+                exited.append(i)
+        return exited
+
+    def send(self, sig: int) -> None:
+        """Send ``sig`` to the process group of every worker still running.
+
+        Parameters
+        ----------
+        sig : int
+            The signal.
+        """
+        for i in self.running():
+            if self.procs[i].poll() is None:
+                try:
+                    os.killpg(self.procs[i].pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def terminate(self, reason: str) -> None:
+        """Kill the workers still running: SIGTERM, then SIGKILL after :data:`KILL_AFTER` s.
+
+        Parameters
+        ----------
+        reason : str
+            Recorded as the outcome's ``reason``; the killed workers' codes stay None.
+        """
+        self.reap()
+        victims = self.running()
+        if not victims:
+            return
+        self.outcome.reason = reason
+        self.send(signal.SIGTERM)
+        deadline = time.monotonic() + KILL_AFTER
+        while time.monotonic() < deadline and any(self.procs[i].poll() is None for i in victims):
+            time.sleep(POLL_INTERVAL)
+        self.send(signal.SIGKILL)
+        for i in victims:
+            self.procs[i].wait()
+            self.finished.add(i)
+
+    def drain(self) -> None:
+        """Wait (a bounded time) for the output threads to pass on the workers' last lines."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def supervise(workers: Workers, timeout: float | None, grace: float, log: Callable[[str], None]) -> None:
+    """Wait for the workers; after a failure, the timeout or Ctrl-C, end them (module docstring).
+
+    Parameters
+    ----------
+    workers : Workers
+        The running workers.
+    timeout : float or None
+        Seconds for the whole run from now, or None.
+    grace : float
+        Seconds the others get after a failure or a Ctrl-C.
+    log : callable
+        Takes one line of the launcher's own output.
+    """
+    deadline = time.monotonic() + timeout if timeout is not None else math.inf
+    stop_at, why = math.inf, None
+    interrupted = False
+    while workers.running():
+        try:
+            for i in workers.reap():
+                code = workers.outcome[i]
+                if code != 0 and why is None:
+                    log(f"worker {i} failed ({describe(code)}); the others have {grace:g} s to finish")
+                    stop_at, why = time.monotonic() + grace, "grace"
+            if not workers.running():
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                log(f"the timeout of {timeout:g} s has passed; terminating workers {workers.running()}")
+                workers.terminate("timeout")
+                break
+            if now >= stop_at:
+                log(f"the grace period of {grace:g} s has passed; terminating workers {workers.running()}")
+                workers.terminate(why)
+                break
+            time.sleep(POLL_INTERVAL)
+        except KeyboardInterrupt:
+            if interrupted:
+                log("interrupted again; terminating the workers")
+                workers.terminate("interrupt")
+                break
+            interrupted = True
+            log(f"interrupted; SIGINT sent to the workers, which have {grace:g} s to finish")
+            workers.send(signal.SIGINT)
+            stop_at, why = min(stop_at, time.monotonic() + grace), "interrupt"
+        except LauncherTerminated:
+            log("terminated; terminating the workers")
+            workers.terminate("terminate")
+            break
+
+
+def run_workers(
+    argv: list[str],
+    workers: int,
+    *,
+    timeout: float | None = None,
+    grace: float = DEFAULT_GRACE,
+    env: dict[str, str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> Outcome:
+    """Run ``workers`` copies of a Python program as one cluster on 127.0.0.1, and wait.
+
+    Parameters
+    ----------
+    argv : list of str
+        What follows the interpreter on each worker's command line, as is: ``[script, *args]``,
+        ``["-c", code, *args]`` or ``["-m", module, *args]``.
+    workers : int
+        How many workers (>= 1).
+    timeout : float or None, optional
+        Seconds for the whole run; then the workers still running are terminated.
+    grace : float, optional
+        Seconds the others get to finish after a worker fails, or after Ctrl-C.
+    env : dict of str to str or None, optional
+        The environment the workers start from (default: this process's); the cluster's
+        variables are set on top (module docstring).
+    stdout : text file or None, optional
+        Where the workers' prefixed stdout lines go (default: ``sys.stdout`` at call time).
+    stderr : text file or None, optional
+        Where their stderr lines and the launcher's own lines go (default: ``sys.stderr``).
+
+    Returns
+    -------
+    Outcome
+        A list: the exit code per worker, in worker order (negative -s: killed by signal s);
+        None for a worker the launcher killed. Its ``order`` and ``reason`` say in which
+        order the workers exited and why any were killed.
+
+    Raises
+    ------
+    ValueError
+        For a request that cannot run (no script, ``workers < 1``, ...), before anything starts.
+    """
+    check_request(argv, workers, timeout, grace)
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+
+    def log(line: str) -> None:
+        err.write(f"[launcher] {line}\n")
+        err.flush()
+
+    base = dict(os.environ if env is None else env)
+    with held_ports(workers) as ports:
+        addresses = [f"{LOCALHOST}:{port}" for port in ports]
+        envs = [worker_env(base, addresses, i) for i in range(workers)]
+    running = Workers(workers)
+    try:
+        running.start(argv, envs, out, err)
+        supervise(running, timeout, grace, log)
+    finally:
+        running.terminate(running.outcome.reason or "error")
+        running.drain()
+    return running.outcome
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def describe(code: int) -> str:
+    """``exit code c``, with the signal's name when ``c`` is negative.
+
+    Parameters
+    ----------
+    code : int
+        An exit code as :class:`subprocess.Popen` gives it.
+
+    Returns
+    -------
+    str
+        E.g. ``exit code 3`` or ``exit code -9 (SIGKILL)``.
+    """
+    if code < 0:
+        try:
+            return f"exit code {code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"exit code {code} (signal {-code})"
+    return f"exit code {code}"
+
+
+# --------------------------------------------------------------------------- command line
+
+#: The launcher's options that take a value; the first other word starts the workers' argv.
+VALUE_OPTIONS = ("--workers", "--timeout", "--grace")
+
+
+def split_argv(args: list[str]) -> tuple[list[str], list[str]]:
+    """Split the command line into the launcher's options and the workers' argv.
+
+    Parameters
+    ----------
+    args : list of str
+        The arguments after ``python -m sgmcmc.distribute``.
+
+    Returns
+    -------
+    tuple of (list of str, list of str)
+        The launcher's options; the rest, from the first word that is not one of them (or
+        after ``--``), so that ``-c CODE`` and ``-m MODULE`` reach the interpreter as they are.
+    """
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            return args[:i], args[i + 1 :]
+        if word in VALUE_OPTIONS:
+            i += 2
+        elif word in ("-h", "--help") or word.split("=", 1)[0] in VALUE_OPTIONS:
+            i += 1
+        else:
+            break
+    return args[:i], args[i:]
+
+
+def parser() -> argparse.ArgumentParser:
+    """The launcher's option parser (the workers' argv is split off first: :func:`split_argv`)."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} --workers W [--timeout SECONDS] [--grace SECONDS] script.py [args ...]",
+        description="Run W copies of a Python script as one tf.distribute.MultiWorkerMirroredStrategy "
+        "cluster on 127.0.0.1 (TF_CONFIG, SGMCMC_WORKER and SGMCMC_WORKERS set for each).",
+        epilog="Instead of script.py, -c CODE or -m MODULE (with their arguments) are passed to the "
+        "interpreter as they are. Exit code: 0 if every worker exited 0, else the first failure's.",
+    )
+    p.add_argument("--workers", type=int, required=True, metavar="W", help="number of worker processes")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="bound on the whole run (default: none)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"time the others get after a worker fails or after Ctrl-C (default: {DEFAULT_GRACE:g})",
+    )
+    return p
+
+
+def raise_terminated(signum: int, frame) -> None:
+    """SIGTERM handler of the command line: end the workers, then exit."""
+    raise LauncherTerminated()
+
+
+def main(args: list[str] | None = None) -> int:
+    """The command line (module docstring).
+
+    Parameters
+    ----------
+    args : list of str or None, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code.
+    """
+    own, argv = split_argv(sys.argv[1:] if args is None else list(args))
+    p = parser()
+    options = p.parse_args(own)
+    try:
+        check_request(argv, options.workers, options.timeout, options.grace)
+    except ValueError as error:
+        p.error(str(error))
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        outcome = run_workers(argv, options.workers, timeout=options.timeout, grace=options.grace)
+    except LauncherTerminated:  # while the workers were starting; those started are ended
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for line in outcome.summary():
+        print(line, file=sys.stderr, flush=True)
+    return outcome.exit_status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
