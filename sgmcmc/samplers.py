@@ -7,6 +7,7 @@ arguments to :func:`_build` (``*_setup``) or :func:`_run` (whole chain).
 
 from __future__ import annotations
 
+import secrets
 import zlib
 from dataclasses import dataclass
 from functools import partial
@@ -164,14 +165,34 @@ def _placement(method: str, args: dict[str, Any]) -> Placement:
     return placement(args.get("strategy"), args.get("shard_rows"), len(starts), method, estimator)
 
 
-def _row_shard(place: Placement, data: dict, minibatch_size: Any) -> tuple[RowShard, int]:
+def _check_seed(seed: Any) -> int | None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    return None if seed is None else int(seed)
+
+
+def _shared_seed(place: Placement, seed: int | None) -> int | None:
+    """With ``seed=None`` under a strategy: one seed drawn for every replica and worker (worker
+    0's draw, gathered), so that the replicas' chains belong to one run and the workers of a
+    rows-sharded run draw the same noise. A given seed is kept (the workers' seeds are compared
+    at the end of set-up, :func:`_row_shard`)."""
+    if seed is not None or not place.distributed:
+        return seed
+    seed = secrets.randbits(63)
+    if place.n_workers > 1:
+        seed = int(Collective(place.n_workers, place.worker).all_gather(np.array([seed], np.int64))[0, 0])
+    return seed
+
+
+def _row_shard(place: Placement, data: dict, minibatch_size: Any, seed: int) -> tuple[RowShard, int]:
     """With rows sharded: check that every worker passed the same entries (names, row shapes,
-    dtypes), find N = Σ N_w and n, and this worker's n_w (:func:`stratified_batch_sizes`)."""
+    dtypes) and the same seed, find N = Σ N_w and n, and this worker's n_w
+    (:func:`stratified_batch_sizes`)."""
     collective = Collective(place.n_workers, place.worker)
     schema = repr(sorted((k, tuple(v.shape[1:]), np.dtype(v.dtype).str) for k, v in data.items()))
     n_local = len(next(iter(data.values())))
     try:
-        status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode())], np.int64))
+        status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode()), seed], np.int64))
     except tf.errors.OpError as error:
         who = failed_worker(error, place.worker)
         if who is None and place.n_workers == 2:
@@ -187,6 +208,12 @@ def _row_shard(place: Placement, data: dict, minibatch_size: Any) -> tuple[RowSh
         raise ValueError(
             f"with shard_rows=True every worker passes the same entries (names, shapes after the first axis, "
             f"dtypes); worker(s) {', '.join(map(str, differ))} passed others than this worker's {schema}"
+        )
+    seeds = sorted({int(v) for v in status[:, 2]})
+    if len(seeds) > 1:
+        raise ValueError(
+            f"with shard_rows=True every worker must pass the same seed (they must draw the same noise); "
+            f"got {seeds}. Pass one seed to all workers, or seed=None (one is drawn and shared)"
         )
     counts = [int(c) for c in status[:, 0]]
     n_rows = sum(counts)
@@ -230,9 +257,9 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
             inputs.check_count(args["n_iters_opt"], "n_iters_opt", allow_zero=True),
             bool(args.get("verbose", True)),
         )
-    seed = args["seed"]
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    seed = _check_seed(args["seed"])
+    if place.shard_rows:
+        seed = _shared_seed(place, seed)
     data = inputs.check_dataset(args["dataset"], dtype)
     n = None if place.shard_rows else inputs.batch_size(args["minibatch_size"], len(next(iter(data.values()))))
     choice.check_memory(len(starts), len(next(iter(data.values()))), {k: v.shape for k, v in starts[0].items()}, dtype)
@@ -246,7 +273,7 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
         inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=args["check_model"])
     shard = None
     if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
-        shard, n = _row_shard(place, data, args["minibatch_size"])
+        shard, n = _row_shard(place, data, args["minibatch_size"], seed)
     settings = {h: args[h] for h in spec.hyperparameters}
     settings.update(minibatch_size=n if shard is None else shard.batch_size, dtype=dtype.name)
     if shard is not None:
@@ -350,6 +377,7 @@ def _run(method: str, args: dict[str, Any]) -> Samples:
                 store_gradients=args.get("store_gradients", False),
             )
 
+        args = dict(args, seed=_shared_seed(place, _check_seed(args["seed"])))
         return run_on_replicas(place, lambda j: _build(method, args, replica=j), run, args["verbose"])
     if args.get("checkpoint_dir") is None:
         sampler = _build(method, args)

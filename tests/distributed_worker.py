@@ -122,16 +122,19 @@ def main(scenario: str, out: str) -> None:
         for method in SETTINGS:
             samples = run(method, shard(x, worker), seed=11, strategy=strategy)
             np.savez(path(method), mu=samples["mu"], log_posterior=samples.log_posterior)
+        unseeded = run("sgld", shard(x, worker), seed=None, strategy=strategy, n_iters=300)
+        np.savez(path("unseeded"), mu=unseeded["mu"], seed=unseeded.seed)
         chains = run("sgld", {"x": x}, seed=5, strategy=strategy, shard_rows=False, n_chains=4)
         np.savez(path("chains"), mu=chains["mu"])
         refused = {}
         for name, kwargs in {
             "saga": dict(estimator="saga"),
+            "seeds": dict(seed=100 + worker),
             "odd_chains": dict(shard_rows=False, n_chains=3),
             "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():
             try:
-                run("sgld", shard(x, worker), seed=1, strategy=strategy, **kwargs)
+                run("sgld", shard(x, worker), **{"seed": 1, "strategy": strategy, **kwargs})
                 refused[name] = None
             except ValueError as error:
                 refused[name] = str(error)

@@ -156,6 +156,16 @@ def test_sharded_rows_recover_the_exact_posterior(cluster, method):
 
 
 @pytest.mark.multiworker
+def test_seed_none_is_drawn_once_for_all_workers(cluster):
+    """seed=None with rows sharded: worker 0's draw is shared, so the workers still hold one chain
+    (a patched copy drawing one per worker: its run is refused by the seed check at the end of
+    set-up — "every worker must pass the same seed" — so the scenario fails; checked)."""
+    a, b = (np.load(cluster / f"unseeded.w{w}.npz") for w in (0, 1))
+    assert int(a["seed"]) == int(b["seed"])
+    np.testing.assert_array_equal(a["mu"], b["mu"])
+
+
+@pytest.mark.multiworker
 def test_sharded_estimate_is_the_stratified_sum(cluster):
     """The stored log-posterior estimates against an independent numpy evaluation of
     log p(θ) + Σ_w (N_w/n_w)·Σ_{i∈S_w} log N(x_i | θ, 1) at the kept state, S_w the rows worker w
@@ -199,6 +209,7 @@ def test_chains_split_across_workers_equal_one_process(cluster):
 def test_what_sharding_cannot_do_is_refused(cluster):
     refused = json.loads((cluster / "refused.w0.json").read_text())
     assert "estimator='saga' cannot run with shard_rows=True" in refused["saga"]
+    assert "every worker must pass the same seed" in refused["seeds"] and "[100, 101]" in refused["seeds"]
     assert "n_chains=3 chains cannot be split evenly over the strategy's 2 replicas" in refused["odd_chains"]
     assert "checkpoint_dir with a multi-replica strategy is not supported yet" in refused["checkpoint"]
 
