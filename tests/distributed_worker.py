@@ -44,6 +44,7 @@ SETTINGS = {
     "sgld": (1e-4, 20_000, {}),
     "sgldcv": (5e-4, 5_000, dict(opt_stepsize=1e-4, n_iters_opt=500)),
     "svrg": (5e-4, 5_000, dict(estimator="svrg", svrg_period=50)),
+    "sghmc": (1e-4, 5_000, dict(alpha=0.1, L=3)),  # L = 3 minibatches (all-reduces) per iteration
 }
 
 

@@ -105,7 +105,7 @@ def mirrored(tmp_path_factory) -> dict:
     return json.loads((out / "mirrored.json").read_text())
 
 
-@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg"])
+@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg", "sghmc"])
 def test_mirrored_strategy_equals_one_device(mirrored, method):
     """4 chains over MirroredStrategy's 2 CPU devices = the one-device run, float64 (SPEC: ≤ 1e-10
     over 10^3 iterations; observed 0: the per-chain arithmetic is the same)."""
@@ -132,7 +132,7 @@ def cluster(tmp_path_factory) -> Path:
 
 
 @pytest.mark.multiworker
-@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg"])
+@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg", "sghmc"])
 def test_every_worker_holds_the_same_chain(cluster, method):
     """Same noise, all-reduced gradients: the workers' chains are equal bit for bit."""
     a, b = (np.load(cluster / f"{method}.w{w}.npz") for w in (0, 1))
@@ -140,19 +140,29 @@ def test_every_worker_holds_the_same_chain(cluster, method):
     np.testing.assert_array_equal(a["log_posterior"], b["log_posterior"])
 
 
+#: sd ratio bounds per method (calibration in the test's docstring).
+SD_RATIO = {"sgld": (0.95, 1.25), "sgldcv": (0.95, 1.25), "svrg": (0.95, 1.25), "sghmc": (0.95, 1.45)}
+
+
 @pytest.mark.multiworker
-@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg"])
+@pytest.mark.parametrize("method", ["sgld", "sgldcv", "svrg", "sghmc"])
 def test_sharded_rows_recover_the_exact_posterior(cluster, method):
     """Rows 603 / 397 (sorted) on two workers: the kept samples' mean and sd against the exact
     posterior. Calibrated on the ONE-process sampler, same settings, seeds 1–7: mean error
     |·| ≤ 0.081 (sgld) and 0.123 (sgldcv, and svrg: on this Gaussian both estimates are the
     exact gradient, so their chains coincide after burn-in) posterior sds, sd ratios 1.070–1.132 and 1.052–1.112
     (SGLD's discretisation and minibatch noise: ε·λ = 0.1 and 0.5). The sharded run (seed 11):
-    −0.026 / 1.063 and 0.023 / 1.067. Bounds: 0.3 sds, ratio in [0.95, 1.25]."""
+    −0.026 / 1.063 and 0.023 / 1.067. Bounds: 0.3 sds, ratio in [0.95, 1.25]. SGHMC (plain
+    estimator, ε = 1e-4, α = 0.1, L = 3: its minibatch noise inflates the sd), one process, seeds
+    1–7: |err| ≤ 0.112, ratios 1.266–1.317. Sharded (seed 11): ratio 1.08 — the stratified
+    minibatch has less noise than a uniform one here (the sorted strata remove the
+    between-strata ~2/3 of the rows' variance), and SGHMC's sd inflation is that noise's. Bounds
+    0.3 and [0.95, 1.45] (covering both estimators; one sharded seed observed)."""
     mean, sd = worker.exact_posterior(worker.data())
     mu = np.load(cluster / f"{method}.w0.npz")["mu"][500:, 0]
     assert abs(mu.mean() - mean) / sd < 0.3
-    assert 0.95 < mu.std() / sd < 1.25
+    low, high = SD_RATIO[method]
+    assert low < mu.std() / sd < high
 
 
 @pytest.mark.multiworker
