@@ -164,10 +164,15 @@ def test_ksd_matches_numpy_reference(shapes, n_chains, c, beta, block):
     draws = {k: rng.normal(size=lead + s) * 1.5 + 0.3 for k, s in shapes.items()}
     grads = {k: -v + 0.2 * rng.normal(size=v.shape) for k, v in draws.items()}
     samples = Samples(draws, n_chains=n_chains)
-    got = ksd(samples, grads, c=c, beta=beta, block_size=block)
+    got = ksd(samples, grads, c=c, beta=beta, standardise=False, block_size=block)
     flat = lambda d: np.concatenate([d[k].reshape(180, -1) for k in shapes], axis=1)  # noqa: E731
     expected = reference_ksd.ksd(flat(samples.pooled()), flat(Samples(grads, n_chains=n_chains).pooled()), c, beta)
     np.testing.assert_allclose(got, expected, rtol=1e-3)  # observed agreement ~1e-14
+    # The default standardises: the same kernel on x / sd and s * sd (sd pooled, per coordinate).
+    x, sx = flat(samples.pooled()), flat(Samples(grads, n_chains=n_chains).pooled())
+    sd = x.std(axis=0)
+    got = ksd(samples, grads, c=c, beta=beta, block_size=block)
+    np.testing.assert_allclose(got, reference_ksd.ksd(x / sd, sx * sd, c, beta), rtol=1e-10)
 
 
 def test_ksd_orders_right_and_wrong_variance():
@@ -176,6 +181,45 @@ def test_ksd_orders_right_and_wrong_variance():
     wide = np.sqrt(2.0) * rng.normal(size=(500, 5))
     # Scores of the target N(0, I) at both sets: ratio over seeds 0-5 was 1.87-2.38.
     assert ksd({"a": wide}, {"a": -wide}) > 1.4 * ksd({"a": exact}, {"a": -exact})
+
+
+def scaled_gaussian_sets(seed, d, m, scale):
+    """Exact draws of N(mu, diag(sd^2)) (sd per coordinate between scale/e and scale*e), the
+    same draws scaled about mu by 0.1, 0.5, 2 and 3, and the target's exact scores at each."""
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=d) * scale
+    sd = scale * np.exp(rng.uniform(-1, 1, size=d))
+    z = rng.normal(size=(m, d))
+    sets = {}
+    for f in (1.0, 0.1, 0.5, 2.0, 3.0):
+        x = mu + f * sd * z
+        sets[f] = ({"a": x}, {"a": -(x - mu) / sd**2})
+    return sets
+
+
+@pytest.mark.parametrize("d, m", [(1, 300), (2, 300), (5, 400), (10, 500), (20, 1000)])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_ksd_ranks_exact_draws_best_at_every_scale(d, m, scale):
+    # Issue 23: the raw IMQ kernel (c = 1) cannot see errors at a posterior scale far from 1.
+    # Standardised (the default), exact draws beat every scaled copy. The ratio (best scaled
+    # copy's KSD / exact draws' KSD), worst over seeds 0-9 and the three scales: d=1 2.2, d=2 1.87,
+    # d=5 1.71, d=10 1.31, d=20 1.26 (never below 1 in those 150 cases). The raw form
+    # (standardise=False, the old default) failed this test in 20 of 30 cases at every d:
+    # scale 1e-3 (draws 0.1x too narrow best) and 1e3 (3x too wide best).
+    for seed in range(3):
+        sets = scaled_gaussian_sets(seed, d, m, scale)
+        values = {f: ksd(x, g) for f, (x, g) in sets.items()}
+        assert min(v for f, v in values.items() if f != 1.0) > 1.1 * values[1.0], values
+
+
+def test_ksd_raw_form_is_blind_at_small_scales_and_standardised_form_is_unit_free():
+    sets = scaled_gaussian_sets(0, 3, 300, 1e-3)
+    raw = {f: ksd(x, g, standardise=False) for f, (x, g) in sets.items()}
+    # The failure the default avoids: raw coordinates rank the 10x too narrow draws best.
+    assert min(raw, key=raw.get) == 0.1
+    # Standardised: rescaling every coordinate (by 1e-3 .. 1e3) changes nothing (observed ~1e-12).
+    (x, g), units = sets[1.0], np.array([1e-3, 1.0, 1e3])
+    assert ksd({"a": x["a"] * units}, {"a": g["a"] / units}) == pytest.approx(ksd(x, g), rel=1e-8)
 
 
 def test_ksd_uses_stored_gradients_and_requires_some():
@@ -205,8 +249,24 @@ def test_stein_thin_first_point_minimises_the_diagonal():
     # k0(x, x) = -2 beta d c^(2(beta-1)) + c^(2 beta) |s(x)|^2: the first pick has the smallest score.
     rng = np.random.default_rng(1)
     x = rng.normal(size=(300, 3))
-    thinned = stein_thin({"a": x}, 1, {"a": -x})
+    thinned = stein_thin({"a": x}, 1, {"a": -x}, standardise=False)
     assert thinned.settings["stein_thin_indices"][0] == np.argmin((x**2).sum(1))
+    # Standardised (the default): the scores are s * sd, so the smallest |x * sd|^2.
+    thinned = stein_thin({"a": x}, 1, {"a": -x})
+    assert thinned.settings["stein_thin_indices"][0] == np.argmin(((x * x.std(axis=0)) ** 2).sum(1))
+
+
+def test_stein_thin_standardised_is_unit_free_and_raw_is_not():
+    # A 2-d AR(1) chain with coordinates in units 1e-3 and 1e3: standardised, Stein thinning
+    # picks the same points as on the unit chain; raw, the kernel sees only the 1e3 coordinate.
+    rng = np.random.default_rng(0)
+    chain = ar1(rng, 2000, 2, rho=0.9)
+    units = np.array([1e-3, 1e3])
+    same = stein_thin({"a": chain}, 20, {"a": -chain}).settings["stein_thin_indices"]
+    scaled = stein_thin({"a": chain * units}, 20, {"a": -chain / units}).settings["stein_thin_indices"]
+    np.testing.assert_array_equal(same, scaled)
+    raw = stein_thin({"a": chain * units}, 20, {"a": -chain / units}, standardise=False)
+    assert not np.array_equal(raw.settings["stein_thin_indices"], same)
 
 
 # ---------------------------------------------------------------- zv

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..samples import Samples
-from .stein_discrepancy import imq_stein_kernel, imq_stein_kernel_diag, points_and_scores
+from .stein_discrepancy import imq_stein_kernel, imq_stein_kernel_diag, points_and_scores, standardise_points
 
 
 @tf.function(reduce_retracing=True)
@@ -30,6 +30,7 @@ def stein_thin(
     *,
     c: float = 1.0,
     beta: float = -0.5,
+    standardise: bool = True,
 ) -> Samples:
     r"""The ``m`` points chosen greedily to minimise the KSD (Riabiz et al. 2022, Algorithm 1).
 
@@ -37,11 +38,10 @@ def stein_thin(
         \pi_j = \arg\min_i \Big[\tfrac12 k_0(x_i, x_i) + \sum_{j' < j} k_0(x_{\pi_{j'}}, x_i)\Big],
 
     with the IMQ Stein kernel :math:`k_0` of :func:`sgmcmc.ksd` (default ``c = 1``,
-    ``beta = -0.5``); a point may be chosen more than once. Chains are pooled; each step costs
-    O(n d) time and O(n) memory (n pooled samples). The ``stein-thinning`` package also offers
-    preconditioned kernels (``k((x - y) / l)`` with median-distance or sample-covariance
-    scalings), a possible extension; here the kernel is unscaled, so put the parameters on
-    comparable scales or choose ``c`` accordingly.
+    ``beta = -0.5``), with the same convention: coordinates standardised by the pooled sample
+    sd by default (the ``stein-thinning`` reference implementation's default too), raw with
+    ``standardise=False``. A point may be chosen more than once. Chains are pooled; each step
+    costs O(n d) time and O(n) memory (n pooled samples).
 
     Parameters
     ----------
@@ -53,6 +53,10 @@ def stein_thin(
     gradients
         Name -> :math:`\nabla\log\pi` at every sample; default the stored gradients. Exact
         gradients (:func:`sgmcmc.full_gradients`) are what the method assumes.
+    c, beta
+        Kernel parameters as for :func:`sgmcmc.ksd` (``c`` in sample sds when standardised).
+    standardise
+        Divide each coordinate by its pooled sample sd before the kernel sees it (default True).
 
     Returns
     -------
@@ -64,6 +68,8 @@ def stein_thin(
     if int(m) < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     s, x, sx = points_and_scores(samples, gradients)
+    if standardise:
+        x, sx, _ = standardise_points(x, sx)
     idx = _greedy(
         tf.constant(x), tf.constant(sx), tf.constant(int(m)), tf.constant(c, tf.float64), tf.constant(beta, tf.float64)
     ).numpy()
