@@ -66,7 +66,7 @@ def errors(draws: np.ndarray, problem: dict) -> dict:
     thinned = draws[np.linspace(0, len(draws) - 1, min(len(draws), 1_000)).astype(int)]
     scores = -(thinned - problem["mean"]) @ problem["precision"]  # exact grad log posterior
     # z = (beta - mean) / sd has score sd * grad_beta log p
-    ksd = sgmcmc.ksd({"z": (thinned - problem["mean"]) / sd}, {"z": scores * sd})
+    ksd = sgmcmc.ksd({"z": (thinned - problem["mean"]) / sd}, {"z": scores * sd}, standardise=False)  # already standardised
     return {"mean_error": mean_error, "sd_error": sd_error, "ksd": ksd}
 
 
