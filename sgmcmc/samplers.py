@@ -401,7 +401,10 @@ def _run_with_checkpoints(method: str, args: dict[str, Any], n_iters: int, keep:
     sampler = _build(method, args)
     store_gradients = bool(args.get("store_gradients", False))
     options = dict(n_iters=n_iters, burn_in=keep.burn_in, thin=keep.thin, store_gradients=store_gradients, seed=given_seed)
-    print_ = fingerprint(method, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options)
+    print_ = fingerprint(
+        method, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options, data=args.get("dataset"),
+        functions={k: args.get(k) for k in ("log_lik", "log_prior")}, starts=args.get("params"),
+    )
     store.check(print_)
     inputs.check_storage(keep.count_until(n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, store_gradients)
     preloaded = None

@@ -123,3 +123,111 @@ def test_finished_directory_returns_at_once_and_other_arguments_are_refused(tmp_
     np.testing.assert_array_equal(again["m"], uninterrupted["m"])
     with pytest.raises(ValueError, match="other arguments"):
         sgmcmc.sgnht(log_lik, DATA, {"m": 0.0}, 2e-5, checkpoint_dir=str(tmp_path), **RUN)
+
+
+# ---------------------------------------------------------------- what "the same arguments" covers
+# Issue 23: a finished directory returned its old samples after the data or the model changed.
+# Broken variant checked: with the fingerprint call of _run_with_checkpoints back to its old
+# arguments (no data=, functions=, starts=), the three refusal tests below fail (the old samples
+# come back); with entry_digest hashing raw bytes (no native byte order), the big-endian
+# memmap test fails.
+
+
+def half_log_lik(params, dataset):
+    return 0.5 * log_lik(params, dataset)
+
+
+def scaled_log_lik(scale):
+    def inner(params, dataset):
+        return scale * -0.5 * tf.reduce_sum(tf.square(dataset["x"] - params["m"]))
+
+    return inner
+
+
+def changes(err) -> list[str]:
+    """The listed changes of a refusal."""
+    return [line[4:] for line in str(err.value).splitlines() if line.startswith("  - ")]
+
+
+def test_changed_data_model_or_start_is_refused_naming_what_changed(tmp_path, uninterrupted, monkeypatch):
+    run(str(tmp_path), 2000)
+
+    def no_sampling(self, *args, **kwargs):
+        raise AssertionError("sampled")
+
+    monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", no_sampling)
+    monkeypatch.setattr(sgmcmc.sampler.Sampler, "advance", no_sampling)
+    call = lambda ll, data, start: sgmcmc.sgnht(ll, data, start, 1e-5, checkpoint_dir=str(tmp_path), **RUN)  # noqa: E731
+    # The same content in a new array (another object): the stored result, at once.
+    again = call(log_lik, {"x": X.copy()}, {"m": 0.0})
+    np.testing.assert_array_equal(again["m"], uninterrupted["m"])
+    with pytest.raises(ValueError, match=r"(?s)other arguments.*data: entry 'x' has other values.*delete the directory") as err:
+        call(log_lik, {"x": 2 * X}, {"m": 0.0})
+    assert changes(err) == ["data: entry 'x' has other values"]
+    with pytest.raises(ValueError, match=r"(?s)what changed:\n  - log_lik: its code") as err:
+        call(half_log_lik, DATA, {"m": 0.0})
+    assert changes(err) == ["log_lik: its code, or a value it uses (closure, default, global), changed"]
+    with pytest.raises(ValueError, match=r"starting values") as err:
+        call(log_lik, DATA, {"m": 0.5})
+    assert len(changes(err)) == 1
+    # A row appended: N and the data's shape.
+    with pytest.raises(ValueError, match=r"data: entry 'x' shape/dtype \[2000\] f4 -> \[2001\] f4"):
+        call(log_lik, {"x": np.append(X, np.float32(0.0))}, {"m": 0.0})
+
+
+def test_function_digest_sees_closures_globals_and_defaults_not_line_numbers():
+    from sgmcmc.checkpoints import function_digest
+
+    assert function_digest(scaled_log_lik(1.0)) == function_digest(scaled_log_lik(1.0))
+    assert function_digest(scaled_log_lik(1.0)) != function_digest(scaled_log_lik(0.5))
+    assert function_digest(log_lik) != function_digest(half_log_lik)
+    namespace: dict = {"tf": tf, "SCALE": 1.0}
+    source = "def f(p, d, k=2):\n    return SCALE * k * tf.reduce_sum(d['x'] - p['m'])\n"
+    exec(compile(source, "<a>", "exec"), namespace)
+    base = function_digest(namespace["f"])
+    exec(compile("\n\n# moved down, a comment\n" + source, "<b>", "exec"), namespace)
+    assert function_digest(namespace["f"]) == base  # line numbers and file names do not count
+    namespace["SCALE"] = 0.5
+    assert function_digest(namespace["f"]) != base  # a global it reads
+    namespace["SCALE"] = 1.0
+    namespace["f"].__defaults__ = (3,)
+    assert function_digest(namespace["f"]) != base  # a default
+
+
+class _RowCounter:
+    """An on-disk-like entry: numpy indexing on the first axis, counting the rows read."""
+
+    def __init__(self, array):
+        self.array, self.rows_read = array, 0
+        self.shape, self.dtype = array.shape, array.dtype
+
+    def __getitem__(self, index):
+        out = self.array[index]
+        self.rows_read += len(out)
+        if isinstance(index, np.ndarray):
+            assert np.all(np.diff(index) > 0), "indices must be sorted and distinct (h5py)"
+        return out
+
+
+def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path):
+    from sgmcmc.checkpoints import SAMPLED_ROWS, data_digest, entry_digest
+
+    x = np.random.default_rng(0).normal(size=(400_000, 8))  # 25.6 MB: above the whole-hash size
+    path = str(tmp_path / "x.npy")
+    np.save(path, x.astype(">f8"))  # big-endian on disk: same values, other bytes
+    mapped = np.load(path, mmap_mode="r")
+    assert entry_digest(mapped) == entry_digest(x)
+    counter = _RowCounter(x)
+    assert entry_digest(counter) == entry_digest(x)
+    assert counter.rows_read < SAMPLED_ROWS + 200  # 4,189 of 400,000 rows
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(str(tmp_path / "x.h5"), "w") as f:
+        f["x"] = x
+    with h5py.File(str(tmp_path / "x.h5"), "r") as f:
+        assert data_digest({"x": f["x"]}) == data_digest({"x": x})
+    # Whole-entry changes are seen; so is any change of a small entry (hashed whole).
+    assert entry_digest(x * 2) != entry_digest(x)
+    small = x[:1000].copy()
+    before = entry_digest(small)
+    small[517, 3] += 1e-12
+    assert entry_digest(small) != before
