@@ -1,7 +1,8 @@
 """The stepsize sanity check and tune_stepsize, against known answers.
 
 Model: Bayesian linear regression with known noise sd and N(0, 1) priors, whose posterior is
-Gaussian with precision A = XᵀX/σ² + I (closed form), in float64.
+Gaussian with precision A = XᵀX/σ² + I (closed form), in float64 (``dtype=tf.float64`` given
+to check_stepsize, whose default is the samplers' float32).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def model():
 
 def test_power_iteration_finds_the_largest_eigenvalue(model):
     lam = np.linalg.eigvalsh(model["A"])[-1]
-    r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 1e-6, model["log_prior"], tol=1e-10, warn=False)
+    r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 1e-6, model["log_prior"], tol=1e-10, warn=False, dtype=tf.float64)
     assert r.curvature == pytest.approx(lam, rel=1e-8)
     assert r.scaled_curvature == pytest.approx(1e-6 * lam, rel=1e-8)
     assert r.curvature_per_parameter["beta"] == pytest.approx(np.linalg.eigvalsh(model["A"][:3, :3])[-1], rel=1e-8)
@@ -55,8 +56,46 @@ def test_power_iteration_finds_the_largest_eigenvalue(model):
     # A dict of stepsizes: the criterion is on the top eigenvalue of E^½ A E^½.
     steps = {"beta": 1e-4, "c": 0.5}
     e = np.sqrt(np.array([1e-4] * 3 + [0.5]))
-    r2 = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], steps, model["log_prior"], tol=1e-10, warn=False, per_parameter=False)
+    r2 = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], steps, model["log_prior"], tol=1e-10, warn=False, per_parameter=False, dtype=tf.float64)
     assert r2.scaled_curvature == pytest.approx(np.linalg.eigvalsh(e[:, None] * model["A"] * e[None, :])[-1], rel=1e-8)
+
+
+def test_check_stepsize_runs_the_readme_model_in_the_samplers_dtype():
+    # Issue 23: the README's model (float32 constants: Normal(0.0, 10.0)) crashed check_stepsize,
+    # whose default was float64 ("x and y must have the same dtype" inside TFP). The default is now
+    # the samplers' dtype. Curvature of the README posterior: N + 1/10^2 exactly (Gaussian
+    # likelihood of unit sd, N(0, 10^2) prior); float32 gave 100000.01 within 2e-7 relative.
+    import inspect
+
+    import tensorflow_probability as tfp
+
+    from sgmcmc.samplers import DEFAULT_DTYPE
+
+    assert inspect.signature(sgmcmc.check_stepsize).parameters["dtype"].default == DEFAULT_DTYPE
+    x = np.random.default_rng(1).normal(0.5, 1.0, size=100_000)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfp.distributions.Normal(params["mu"], 1.0).log_prob(dataset["x"]))
+
+    def log_prior(params):
+        return tfp.distributions.Normal(0.0, 10.0).log_prob(params["mu"])
+
+    mode = {"mu": x.sum() / (len(x) + 0.01)}
+    r = sgmcmc.check_stepsize(log_lik, {"x": x}, mode, 5e-6, log_prior, warn=False)
+    lam = len(x) + 1e-2
+    assert r.curvature == pytest.approx(lam, rel=1e-5)
+    assert r.safe_stepsize == pytest.approx(largest_safe_mu("sgld", 0.1) / lam, rel=1e-5)
+
+    # The same model written dtype-generic, in float64: the same answer.
+    def log_lik64(params, dataset):
+        return tf.reduce_sum(tfp.distributions.Normal(params["mu"], tf.ones_like(params["mu"])).log_prob(dataset["x"]))
+
+    def log_prior64(params):
+        return tfp.distributions.Normal(tf.zeros_like(params["mu"]), 10.0).log_prob(params["mu"])
+
+    r64 = sgmcmc.check_stepsize(log_lik64, {"x": x}, mode, 5e-6, log_prior64, warn=False, dtype=tf.float64)
+    assert r64.curvature == pytest.approx(lam, rel=1e-10)
+    assert r.safe_stepsize == pytest.approx(r64.safe_stepsize, rel=1e-5)
 
 
 def _sgld_sd_ratio_by_recursion(A: np.ndarray, eps: float) -> float:
@@ -74,7 +113,7 @@ def test_warning_and_safe_stepsize(model):
     lam = np.linalg.eigvalsh(model["A"])[-1]
     readme_like = 2.0 / lam  # stepsize x curvature = 2: sd 1.41x too wide
     with pytest.warns(sgmcmc.StepsizeWarning, match="keeps it within 10%"):
-        r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], readme_like, model["log_prior"], tol=1e-10)
+        r = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], readme_like, model["log_prior"], tol=1e-10, dtype=tf.float64)
     assert r.too_large and r.sd_ratio == pytest.approx(_sgld_sd_ratio_by_recursion(model["A"], readme_like), rel=1e-6)
     safe = r.safe_stepsize
     # The recommended stepsize gives exactly the stated distortion; 5 % more exceeds it.
@@ -82,7 +121,7 @@ def test_warning_and_safe_stepsize(model):
     assert _sgld_sd_ratio_by_recursion(model["A"], 1.05 * safe) > 1.1
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmcmc.StepsizeWarning)
-        ok = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 0.9 * safe, model["log_prior"], tol=1e-10)
+        ok = sgmcmc.check_stepsize(model["log_lik"], model["data"], model["start"], 0.9 * safe, model["log_prior"], tol=1e-10, dtype=tf.float64)
     assert not ok.too_large
 
 

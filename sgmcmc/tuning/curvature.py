@@ -375,7 +375,7 @@ def check_stepsize(
     max_iters: int = 100,
     tol: float = 1e-4,
     seed: int = 0,
-    dtype: tf.DType = tf.float64,
+    dtype: tf.DType = tf.float32,
 ) -> StepsizeCheck:
     r"""Is ``stepsize`` small enough for the posterior's curvature at ``params``?
 
@@ -411,7 +411,11 @@ def check_stepsize(
         Power iteration: at most ``max_iters`` Hessian-vector products per eigenvalue, stop at
         relative change ``tol`` of the Rayleigh quotient, seeded start.
     dtype
-        Arithmetic of the Hessian-vector products (float64 default).
+        The model's dtype, as for the samplers (the same default, ``tf.float32``): ``params`` and
+        the float data are cast to it, so ``log_lik``/``log_prior`` see what a sampler would give
+        them (a model with float32 constants, e.g. ``Normal(0.0, 10.0)``, cannot take float64).
+        ``tf.float64`` for a float64 model; the power iteration itself accumulates in float64
+        either way.
 
     Returns
     -------
