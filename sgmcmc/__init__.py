@@ -5,9 +5,9 @@ SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake
 several chains in one compiled loop, and the analysis of their output.
 """
 
-from ._quiet import quiet_tensorflow_startup as _quiet_tensorflow_startup
+from ._quiet import import_tensorflow_quietly as _import_tensorflow_quietly
 
-_quiet_tensorflow_startup()
+_import_tensorflow_quietly()  # before anything imports TensorFlow: see sgmcmc/_quiet.py
 
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from . import schedules

@@ -4,25 +4,83 @@ Where each line of ``import sgmcmc`` (then the first TensorFlow op) on a CPU-onl
 comes from, TensorFlow 2.21:
 
 * ``I ... cpu_feature_guard.cc] This TensorFlow binary is optimized to use ... AVX2 FMA``
-  and, on some CPUs, ``I ... oneDNN custom operations are on``: TensorFlow's C++ INFO log,
-  hidden by ``TF_CPP_MIN_LOG_LEVEL=2`` (INFO and WARNING off, ERROR and FATAL kept).
-* ``WARNING: All log messages before absl::InitializeLog() is called are written to STDERR``
-  and ``I ... cudart_stub.cc] Could not find cuda drivers on your machine, GPU will not be
-  used.`` (each twice, as TensorFlow's shared libraries load): logged through absl, before
-  absl logging is initialised, so ``TF_CPP_MIN_LOG_LEVEL`` does not reach them. Nothing set
-  from Python before the import changes them; they remain.
-* ``E ... cuda_platform.cc] failed call to cuInit: ... UNKNOWN ERROR (303)`` at the first
-  op: an ERROR-level line, hidden only by ``TF_CPP_MIN_LOG_LEVEL=3``, which would also hide
-  real errors, so it remains.
+  (and its continuation ``To enable the following instructions: ...``): TensorFlow's C++ INFO
+  log, hidden by ``TF_CPP_MIN_LOG_LEVEL=2`` (INFO and WARNING off, ERROR and FATAL kept).
+* ``WARNING: All log messages before absl::InitializeLog() is called are written to STDERR``,
+  ``I ... port.cc] oneDNN custom operations are on ...`` and ``I ... cudart_stub.cc] Could not
+  find cuda drivers on your machine, GPU will not be used.`` (each twice, as TensorFlow's
+  shared libraries load): logged through absl before absl logging is initialised, so
+  ``TF_CPP_MIN_LOG_LEVEL`` does not reach them and no setting made from Python can. They are
+  written to file descriptor 2 while ``import tensorflow`` runs: :func:`import_tensorflow_quietly`
+  imports TensorFlow with descriptor 2 pointed at a temporary file, then writes back every
+  captured line except these known start-up lines (:data:`STARTUP_LINES`). Anything else —
+  a real error, a Python warning — still reaches stderr, after the import.
+
+What cannot be hidden:
+
+* everything above, when TensorFlow was imported before sgmcmc (by the user, or by another
+  package): the lines were printed before sgmcmc was loaded. Set ``TF_CPP_MIN_LOG_LEVEL=2``
+  in the environment to hide the INFO lines that can be hidden; the absl lines remain;
+* ``E ... cuda_platform.cc] failed call to cuInit: ... UNKNOWN ERROR (303)`` at the first op
+  (not at import) with a CUDA build of TensorFlow on a machine without a GPU: an ERROR-level
+  line, hidden only by ``TF_CPP_MIN_LOG_LEVEL=3``, which would also hide real errors, so it
+  remains.
+
+A user who sets ``TF_CPP_MIN_LOG_LEVEL`` (to any value) chooses TensorFlow's logging: then
+nothing is set and nothing is filtered.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
+import tempfile
+from typing import Iterator
 
 #: Hide TensorFlow's C++ INFO and WARNING lines; keep ERROR and FATAL.
 DEFAULT_TF_CPP_MIN_LOG_LEVEL = "2"
+
+#: The start-up lines dropped from what ``import tensorflow`` writes to stderr (INFO level or
+#: absl's own notice; nothing of level W, E or F).
+STARTUP_LINES = (
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR\s*$"),
+    re.compile(r"^I\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard)\.cc:\d+\] "),
+    re.compile(r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.\s*$"),
+)
+
+
+def is_startup_line(line: str) -> bool:
+    """Whether ``line`` is one of TensorFlow's known start-up lines (:data:`STARTUP_LINES`)."""
+    return any(p.search(line) for p in STARTUP_LINES)
+
+
+@contextlib.contextmanager
+def _startup_lines_filtered() -> Iterator[None]:
+    """Point file descriptor 2 at a temporary file for the block, then write back to the real
+    stderr every captured line that is not a start-up line. No-op if descriptor 2 cannot be
+    duplicated."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, AttributeError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode(errors="replace")
+            kept = "".join(line for line in text.splitlines(keepends=True) if not is_startup_line(line))
+            if kept:
+                os.write(2, kept.encode())
 
 
 def quiet_tensorflow_startup() -> bool:
@@ -32,4 +90,15 @@ def quiet_tensorflow_startup() -> bool:
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
         return False
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = DEFAULT_TF_CPP_MIN_LOG_LEVEL
+    return True
+
+
+def import_tensorflow_quietly() -> bool:
+    """What ``import sgmcmc`` does first: when :func:`quiet_tensorflow_startup` sets the level
+    (the user did not, and TensorFlow is not loaded yet), import TensorFlow with its absl
+    start-up lines filtered out of stderr (module docstring). Returns whether it did."""
+    if not quiet_tensorflow_startup():
+        return False
+    with _startup_lines_filtered():
+        import tensorflow  # noqa: F401
     return True

@@ -7,8 +7,10 @@ exact scores, so every statistic has a known answer. Tolerances were calibrated 
 
 from __future__ import annotations
 
+import logging
 import pickle
 import sys
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -358,3 +360,50 @@ def test_plot_trace_one_row_per_parameter():
     axes = plot_trace(make_samples(n_chains=2, n_kept=30))
     assert axes.shape == (3, 2)
     matplotlib.pyplot.close(axes.flat[0].figure)
+
+
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_summary_of_one_chain_says_once_that_rhat_needs_two_chains(monkeypatch):
+    """Issue 23: ArviZ logged "Shape validation failed ... (chains=2, ...)" on every call for one
+    chain. Now no ArviZ record or warning, and one UserWarning per session.
+
+    ArviZ's logger (``az._log``) is a ``Logger`` outside the logging hierarchy with its own stderr
+    handler, so pytest's ``caplog`` never sees it: a handler is attached to it here. Broken
+    variant run (a patched copy): summary without ``_one_chain_notice_hidden`` -> the ArviZ record
+    is seen, the test fails."""
+    import sgmcmc.analysis.diagnostics as diagnostics
+
+    monkeypatch.setattr(diagnostics, "_said_one_chain", False)
+    arviz_log = getattr(az, "_log", None)
+    arviz_log = arviz_log if isinstance(arviz_log, logging.Logger) else logging.getLogger("arviz")
+    recorder = _Recorder()
+    arviz_log.addHandler(recorder)
+    rng = np.random.default_rng(0)
+    try:
+        with pytest.warns(UserWarning) as record:
+            first = summary({"a": rng.normal(size=(500, 2))})
+            second = summary(Samples({"a": rng.normal(size=(500, 2))}))
+    finally:
+        arviz_log.removeHandler(recorder)
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 1 and "R-hat needs at least two chains" in messages[0], messages
+    assert first["r_hat"].isna().all() and second["r_hat"].isna().all()
+    assert not [m for m in recorder.messages if "Shape validation" in m], recorder.messages
+    # A third call: nothing at all.
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        summary({"a": rng.normal(size=(500, 2))})
+    assert later == []
+    # Two chains: no note, a finite R-hat.
+    with warnings.catch_warnings(record=True) as two:
+        warnings.simplefilter("always")
+        table = summary(Samples({"a": rng.normal(size=(2, 500, 2))}, n_chains=2))
+    assert two == [] and np.isfinite(table["r_hat"]).all()

@@ -419,3 +419,51 @@ def test_quiet_tensorflow_startup_sets_level_only_when_unset_and_before_import(m
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # the user's choice wins
     assert _quiet.quiet_tensorflow_startup() is False
     assert __import__("os").environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+
+
+def _python(code: str, **env_changes) -> "subprocess.CompletedProcess":
+    """Run ``code`` in a fresh interpreter importing this checkout's sgmcmc, with
+    TF_CPP_MIN_LOG_LEVEL unset unless given."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_changes)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_import_prints_nothing_on_stderr():
+    # Issue 23: each import printed TF's absl/oneDNN/cudart start-up lines (8 lines with TF 2.21
+    # on this CPU-only machine). Broken variant checked: __init__ calling only
+    # quiet_tensorflow_startup (the level, no filtered import) prints those 8 lines: fails.
+    done = _python("import sgmcmc, sys; print(sgmcmc.__name__)")
+    assert done.returncode == 0 and done.stdout == "sgmcmc\n"
+    assert done.stderr == "", done.stderr
+
+
+def test_startup_filter_drops_only_the_known_lines():
+    # What the filter must not hide: any line it does not know (an error, a Python warning).
+    code = (
+        "import os, sys\n"
+        "from sgmcmc._quiet import _startup_lines_filtered\n"
+        "with _startup_lines_filtered():\n"
+        "    os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n')\n"
+        "    os.write(2, b'I0000 00:00:1795588492.450373   19880 cudart_stub.cc:31] Could not find cuda drivers\\n')\n"
+        "    os.write(2, b'E0000 00:00:1795588469.715210   19801 cuda_platform.cc:52] failed call to cuInit\\n')\n"
+        "    print('a real problem', file=sys.stderr)\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0
+    assert done.stderr.splitlines() == [
+        "E0000 00:00:1795588469.715210   19801 cuda_platform.cc:52] failed call to cuInit",
+        "a real problem",
+    ]
+
+
+def test_users_log_level_means_no_filtering():
+    # A user who sets TF_CPP_MIN_LOG_LEVEL chooses TensorFlow's logging: the absl lines come through.
+    done = _python("import sgmcmc", TF_CPP_MIN_LOG_LEVEL="0")
+    assert done.returncode == 0 and "absl::InitializeLog" in done.stderr

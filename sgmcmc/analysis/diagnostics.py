@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any, Mapping
+import logging
+import warnings
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -52,6 +55,47 @@ def to_inference_data(samples: Mapping[str, Any]):
     return _from_dict(groups)
 
 
+class _NoShapeValidation(logging.Filter):
+    """Drops ArviZ's "Shape validation failed ... minimum_shape: (chains=2, ...)" record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Shape validation failed")
+
+
+@contextlib.contextmanager
+def _one_chain_notice_hidden() -> Iterator[None]:
+    """ArviZ logs its shape warning for one chain on every call (logger ``arviz``; a warning in
+    other versions): hidden for the block; :func:`summary` says it once itself."""
+    import arviz as az
+
+    log = getattr(az, "_log", None)
+    log = log if isinstance(log, logging.Logger) else logging.getLogger("arviz")
+    drop = _NoShapeValidation()
+    log.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Shape validation failed")
+            yield
+    finally:
+        log.removeFilter(drop)
+
+
+#: Whether summary has said (once per process) that R-hat needs two chains.
+_said_one_chain = False
+
+
+def _say_one_chain_once() -> None:
+    global _said_one_chain
+    if not _said_one_chain:
+        _said_one_chain = True
+        warnings.warn(
+            "summary of one chain: r_hat is NaN (R-hat needs at least two chains; run n_chains >= 2 "
+            "from dispersed starts). Said once per session.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def _quantile(q: float):
     def stat(x: np.ndarray) -> float:
         return float(np.quantile(x, q))
@@ -66,7 +110,8 @@ def summary(samples: Mapping[str, Any]) -> pd.DataFrame:
     ``ddof=1`` standard deviation and the quantiles passed as its ``stat_funcs``) over the
     pooled chains: R-hat is the rank-normalised split R-hat and ESS the bulk and tail ESS of
     Vehtari et al. (2021). A plain dict of arrays is one chain (draws on the leading axis).
-    ArviZ needs at least two chains for R-hat: with one chain ``r_hat`` is NaN.
+    ArviZ needs at least two chains for R-hat: with one chain ``r_hat`` is NaN, said once per
+    session by a ``UserWarning`` (ArviZ's own shape warning, logged on every call, is hidden).
 
     ESS and R-hat measure autocorrelation and between-chain agreement only. A stochastic-
     gradient sampler is biased (its stationary distribution is not the posterior), and a
@@ -90,7 +135,12 @@ def summary(samples: Mapping[str, Any]) -> pd.DataFrame:
         "5%": _quantile(0.05),
         "95%": _quantile(0.95),
     }
-    df = az.summary(idata, kind="diagnostics", stat_funcs=stat_funcs, extend=True, round_to="none")
+    if s.n_chains == 1:
+        with _one_chain_notice_hidden():
+            df = az.summary(idata, kind="diagnostics", stat_funcs=stat_funcs, extend=True, round_to="none")
+        _say_one_chain_once()
+    else:
+        df = az.summary(idata, kind="diagnostics", stat_funcs=stat_funcs, extend=True, round_to="none")
     # ArviZ may sort the variables by name; keep the samples' dict order.
     rank = {name: i for i, name in enumerate(s)}
     order = sorted(range(len(df)), key=lambda i: (rank[df.index[i].split("[")[0]], i))
