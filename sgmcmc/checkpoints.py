@@ -36,6 +36,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .rows import CastEntry, is_array_like, take_rows
+
 MANIFEST = "manifest.json"
 FORMAT = 1
 
@@ -93,7 +95,7 @@ def _as_array_like(value: Any) -> Any:
             return np.asarray(value.numpy()), None  # an eager tf.Tensor / tf.Variable
         except Exception:  # a symbolic tensor: by its type only
             return None, None
-    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__getitem__"):
+    if is_array_like(value):  # numpy, memmap, h5py, zarr: read in place (sgmcmc.rows)
         try:
             np.dtype(value.dtype)
             return value, None
@@ -109,10 +111,11 @@ def entry_digest(value: Any) -> dict:
     """Shape, dtype and a content digest of one dataset entry (or any array-like).
 
     ``value`` needs ``.shape``, ``.dtype`` and numpy-style integer indexing on the first axis —
-    numpy arrays, ``np.memmap``, h5py datasets, pandas columns (a categorical: its codes and
-    categories), eager tensors. Up to :data:`WHOLE_BYTES` (16 MiB) every byte is hashed.
+    numpy arrays, ``np.memmap``, h5py and zarr arrays, pandas columns (a categorical: its codes
+    and categories), eager tensors; a :class:`~sgmcmc.rows.CastEntry` is digested as the entry
+    it wraps (the stored values, not their cast). Up to :data:`WHOLE_BYTES` (16 MiB) every byte is hashed.
     Larger entries: the first and last :data:`EDGE_ROWS` rows and :data:`SAMPLED_ROWS` rows
-    drawn with a fixed seed, read in one indexing call with sorted indices (what h5py needs), so
+    drawn with a fixed seed, read through :func:`sgmcmc.rows.take_rows` (sorted, distinct indices: what h5py needs), so
     a memory-mapped or on-disk entry costs a few thousand row reads, never the whole file. The
     digest depends only on the values (byte order and memory layout do not count), so an
     ``np.memmap`` and the same array in memory agree.
@@ -121,6 +124,8 @@ def entry_digest(value: Any) -> dict:
     a large entry goes unseen with probability about (1 - 4096/N)^r (one row of 10^6: 99.6 %). A
     change of the whole entry (scaled, shifted, re-sorted, a column swapped in) is seen.
     """
+    if isinstance(value, CastEntry):
+        value = value.base  # the user's stored values, not their cast
     array, categories = _as_array_like(value)
     if array is None:
         return {"type": type(value).__qualname__}
@@ -138,7 +143,7 @@ def entry_digest(value: Any) -> dict:
         n = shape[0]
         drawn = np.random.default_rng(_ROW_SEED).integers(EDGE_ROWS, n - EDGE_ROWS, SAMPLED_ROWS)
         index = np.unique(np.concatenate([np.arange(EDGE_ROWS), drawn, np.arange(n - EDGE_ROWS, n)]))
-        _update_with_array(h, np.asarray(array[index]))
+        _update_with_array(h, take_rows(array, index))  # sorted, distinct: h5py/zarr-safe
         h.update(index.tobytes())
         rows = int(len(index))
     if categories is not None:

@@ -211,6 +211,7 @@ class _RowCounter:
 
 def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path):
     from sgmcmc.checkpoints import SAMPLED_ROWS, data_digest, entry_digest
+    from sgmcmc.rows import CastEntry
 
     x = np.random.default_rng(0).normal(size=(400_000, 8))  # 25.6 MB: above the whole-hash size
     path = str(tmp_path / "x.npy")
@@ -220,6 +221,11 @@ def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path
     counter = _RowCounter(x)
     assert entry_digest(counter) == entry_digest(x)
     assert counter.rows_read < SAMPLED_ROWS + 200  # 4,189 of 400,000 rows
+    # A float64 entry of a float32 model reaches the sampler as a CastEntry (sgmcmc.rows): its
+    # digest is the stored values', read through it a few rows at a time.
+    counted = _RowCounter(x)
+    assert entry_digest(CastEntry(counted, np.float32)) == entry_digest(x)
+    assert counted.rows_read < SAMPLED_ROWS + 200
     h5py = pytest.importorskip("h5py")
     with h5py.File(str(tmp_path / "x.h5"), "w") as f:
         f["x"] = x
@@ -231,3 +237,21 @@ def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path
     before = entry_digest(small)
     small[517, 3] += 1e-12
     assert entry_digest(small) != before
+
+
+def test_memmapped_data_changed_on_disk_is_refused(tmp_path):
+    """Main's data path reads a memmap in place (a float64 file in a float32 model: through a
+    CastEntry). A finished directory returns its result for the same file and refuses after the
+    file's values changed on disk (the same path, the same shape)."""
+    path = str(tmp_path / "x.npy")
+    np.save(path, X.astype(np.float64))
+    data = {"x": np.load(path, mmap_mode="r")}
+    call = lambda d: sgmcmc.sgld(log_lik, d, {"m": 0.0}, 1e-4, checkpoint_dir=str(tmp_path / "ck"), **RUN)  # noqa: E731
+    first = call(data)
+    np.testing.assert_array_equal(call({"x": np.load(path, mmap_mode="r")})["m"], first["m"])
+    writable = np.load(path, mmap_mode="r+")
+    writable[:] = 2 * writable
+    writable.flush()
+    del writable
+    with pytest.raises(ValueError, match=r"data: entry 'x' has other values"):
+        call({"x": np.load(path, mmap_mode="r")})
