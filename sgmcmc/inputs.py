@@ -5,6 +5,7 @@ Every check raises with a message that names the problem and the fix (SPEC §4).
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import re
@@ -233,9 +234,40 @@ def per_parameter(value: Any, names: list[str], what: str, schedules: bool = Fal
 
 
 def batch_size(minibatch_size: Any, n_rows: int) -> int:
-    """A proportion in (0, 1) of ``n_rows`` (rounded) or a count in [1, n_rows]."""
+    """Rows per minibatch from ``minibatch_size``: a proportion in (0, 1) of ``n_rows`` (rounded)
+    or a whole count in [1, ``n_rows``].
+
+    R's sgmcmc reads any value below 1 as a proportion and anything else as a count, so there
+    ``1.0`` is one row — rarely what was meant. Here a float equal to 1 (``1.0``,
+    ``np.float32(1)``) is refused as ambiguous, naming the count of all rows; the integer ``1``
+    is one row. Other whole floats (``500.0``) are counts. Refused with a message: booleans,
+    non-numbers, NaN, infinities, 0 and negatives, fractions above 1, counts above ``n_rows``,
+    proportions that round to 0 rows.
+
+    Parameters
+    ----------
+    minibatch_size
+        The user's value.
+    n_rows
+        N, the dataset's rows.
+
+    Returns
+    -------
+    int
+        The minibatch's rows, in [1, ``n_rows``].
+    """
     if isinstance(minibatch_size, bool) or not isinstance(minibatch_size, numbers.Real):
         raise TypeError(f"minibatch_size must be a proportion in (0, 1) or a count, got {minibatch_size!r}")
+    if not math.isfinite(minibatch_size):
+        raise ValueError(
+            f"minibatch_size={minibatch_size} is not a finite number: give a proportion in (0, 1) or a count "
+            f"of rows in [1, {n_rows}]"
+        )
+    if minibatch_size == 1 and not isinstance(minibatch_size, numbers.Integral):
+        raise ValueError(
+            f"minibatch_size={minibatch_size!r} is ambiguous (in R it means one row): for all rows give the "
+            f"count minibatch_size={n_rows}; a proportion must be below 1; for one row give the integer 1"
+        )
     if 0 < minibatch_size < 1:
         n = int(round(minibatch_size * n_rows))
         if n == 0:
@@ -251,6 +283,11 @@ def batch_size(minibatch_size: Any, n_rows: int) -> int:
                 f"minibatch_size={n} is larger than the dataset (N={n_rows} rows): give at most {n_rows}"
             )
         return n
+    if minibatch_size <= 0:
+        raise ValueError(
+            f"minibatch_size={minibatch_size} must be positive: a proportion in (0, 1) or a count of rows "
+            f"in [1, {n_rows}]"
+        )
     raise ValueError(
         f"minibatch_size={minibatch_size} is neither a proportion in (0, 1) nor a whole count >= 1"
     )

@@ -179,6 +179,35 @@ def test_minibatch_neither_proportion_nor_count(small_gauss, no_sampler):
         _call("sgld", small_gauss, minibatch_size=2.5)
 
 
+@pytest.mark.parametrize("one", [1.0, np.float32(1.0), np.float64(1.0)])
+def test_minibatch_float_one_is_refused_naming_all_rows(one, small_gauss, no_sampler):
+    """Issue 23.4: ``minibatch_size=1.0`` silently meant one row (R's reading: below 1 a
+    proportion, else a count); a user writing 1.0 meant all rows. Now refused before anything is
+    built, naming the count of all rows. Fails on the old batch_size (it returned 1)."""
+    with pytest.raises(ValueError, match=r"minibatch_size=.*1\.0.* is ambiguous.*count minibatch_size=1000.*integer 1"):
+        _call("sgld", small_gauss, minibatch_size=one)
+
+
+def test_minibatch_edge_values_have_one_meaning_each():
+    """The R-semantics edge values, decided (inputs.batch_size docstring, README): the integer 1
+    is one row, N (int or whole float) all rows, a proportion just below 1 rounds, whole floats
+    above 1 are counts; NaN, infinities, 0, negatives and booleans are refused with a message
+    (NaN fell through to "neither a proportion nor a count", a negative was not called
+    negative)."""
+    from sgmcmc.inputs import batch_size
+
+    assert batch_size(1, 1000) == 1 and batch_size(np.int64(1), 1000) == 1
+    assert batch_size(1000, 1000) == 1000 and batch_size(1000.0, 1000) == 1000
+    assert batch_size(0.9999, 1000) == 1000 and batch_size(0.5, 1000) == 500 and batch_size(500.0, 1000) == 500
+    for bad, words in [(np.nan, "not a finite number"), (np.inf, "not a finite number"),
+                       (0, "must be positive"), (-0.5, "must be positive"), (-3, "must be positive"),
+                       (1.5, "neither a proportion")]:
+        with pytest.raises(ValueError, match=words):
+            batch_size(bad, 1000)
+    with pytest.raises(TypeError, match="proportion in \\(0, 1\\) or a count"):
+        batch_size(True, 1000)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_nan_or_inf_in_data(bad, small_gauss, no_sampler):
     x = small_gauss.dataset["x"].copy()
