@@ -37,7 +37,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+from typing import Callable, Iterator
 
 #: Hide TensorFlow's C++ INFO and WARNING lines; keep ERROR and FATAL.
 DEFAULT_TF_CPP_MIN_LOG_LEVEL = "2"
@@ -56,10 +56,22 @@ def is_startup_line(line: str) -> bool:
     return any(p.search(line) for p in STARTUP_LINES)
 
 
+#: The line TensorFlow's C++ runtime logs (level W) when an eager op fails, e.g. an out-of-range
+#: ``tf.gather``: ``W... local_rendezvous.cc:412] Local rendezvous is aborting with status:
+#: INVALID_ARGUMENT: ...``. The trial evaluation provokes such failures to diagnose them and
+#: raises its own message, so the line is noise there (:func:`trial_lines_filtered`).
+RENDEZVOUS_LINE = re.compile(r"^W\d{4} [\d:. ]+\d+ local_rendezvous\.cc:\d+\] Local rendezvous is aborting")
+
+
+def is_rendezvous_line(line: str) -> bool:
+    """Whether ``line`` is the :data:`RENDEZVOUS_LINE` of a failed eager op."""
+    return RENDEZVOUS_LINE.search(line) is not None
+
+
 @contextlib.contextmanager
-def _startup_lines_filtered() -> Iterator[None]:
+def _lines_filtered(dropped: Callable[[str], bool]) -> Iterator[None]:
     """Point file descriptor 2 at a temporary file for the block, then write back to the real
-    stderr every captured line that is not a start-up line. No-op if descriptor 2 cannot be
+    stderr every captured line for which ``dropped`` is false. No-op if descriptor 2 cannot be
     duplicated."""
     try:
         sys.stderr.flush()
@@ -78,9 +90,21 @@ def _startup_lines_filtered() -> Iterator[None]:
             os.close(saved)
             capture.seek(0)
             text = capture.read().decode(errors="replace")
-            kept = "".join(line for line in text.splitlines(keepends=True) if not is_startup_line(line))
+            kept = "".join(line for line in text.splitlines(keepends=True) if not dropped(line))
             if kept:
                 os.write(2, kept.encode())
+
+
+def _startup_lines_filtered() -> contextlib.AbstractContextManager[None]:
+    """:func:`_lines_filtered` dropping TensorFlow's start-up lines (:data:`STARTUP_LINES`)."""
+    return _lines_filtered(is_startup_line)
+
+
+def trial_lines_filtered() -> contextlib.AbstractContextManager[None]:
+    """:func:`_lines_filtered` dropping :data:`RENDEZVOUS_LINE` (for the trial evaluation, whose
+    own message says what failed). Whatever the user's code prints comes through, after the
+    block."""
+    return _lines_filtered(is_rendezvous_line)
 
 
 def quiet_tensorflow_startup() -> bool:

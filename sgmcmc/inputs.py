@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from ._quiet import trial_lines_filtered
 from .rows import CastEntry, is_array_like, output_dtype, take_rows
 
 #: Rows used for the trial evaluation of the user's functions.
@@ -93,6 +94,21 @@ def _first_non_finite_row(array: Any, chunk_rows: int) -> int | None:
 SCAN_CHUNK_BYTES = 1 << 24
 
 
+def _refuse_categorical(name: str, value: Any) -> None:
+    """A pandas categorical entry (a ``pd.Categorical`` column, Series or array) is refused by
+    name: as numpy it is its categories' values (strings: dtype object), not labels."""
+    dtype = getattr(value, "dtype", None)
+    if type(dtype).__name__ != "CategoricalDtype":
+        return
+    categories = list(dtype.categories)
+    shown = ", ".join(repr(c) for c in categories[:5]) + (", ..." if len(categories) > 5 else "")
+    raise TypeError(
+        f"dataset[{name!r}] is a pandas Categorical with {len(categories)} categories ({shown}): pass "
+        f"0-based integer labels, e.g. df[{name!r}].cat.codes.to_numpy() (code k is the k-th category), "
+        f"or its values converted to numbers if they are numbers"
+    )
+
+
 def _as_entry(value: Any) -> Any:
     """The user's entry as something read in place: numpy arrays (memmaps included) and
     on-disk array-likes (h5py, zarr) as they are; pandas, tensors and lists as numpy arrays."""
@@ -120,6 +136,7 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
     target = np.dtype(dtype.as_numpy_dtype)
     out = {}
     for name, value in entries.items():
+        _refuse_categorical(name, value)
         array = _as_entry(value)
         if len(array.shape) == 0:
             raise ValueError(
@@ -419,7 +436,10 @@ def _integer_arithmetic(call: Callable, batch: dict[str, tf.Tensor], dtype: tf.D
 _OUT_OF_RANGE = re.compile(r"indices\S* = (-?\d+) is not in \[0, (\d+)\)")
 
 
-def _out_of_range_message(error: Exception, ranges: dict) -> str | None:
+def _out_of_range_message(error: Exception, ranges: dict, params: Mapping[str, Any]) -> str | None:
+    """What an out-of-range ``tf.gather`` in the trial evaluation means: labels outside
+    [0, size) — or, when the labels are 0-based and a parameter's first axis has exactly that
+    size, a start too short for them."""
     match = _OUT_OF_RANGE.search(str(error))
     if match is None:
         return None
@@ -430,11 +450,61 @@ def _out_of_range_message(error: Exception, ranges: dict) -> str | None:
     if not suspects:
         return None
     described = ", ".join(f"dataset[{n!r}] holds {ranges[n][0]}..{ranges[n][1]}" for n in suspects)
+    short = [n for n, v in params.items() if np.ndim(v) > 0 and np.shape(v)[0] == size]
+    if short and all(ranges[n][0] == 0 for n in suspects):
+        needed = max(ranges[n][1] for n in suspects) + 1
+        starts = ", ".join(f"params[{n!r}] has shape {tuple(np.shape(params[n]))}" for n in short)
+        fixed = ", ".join(f"{(needed, *np.shape(params[n])[1:])}" for n in short)
+        return (
+            f"log_lik indexes something of size {size} (tf.gather or similar) with the value {value}: "
+            f"{described} (0-based labels of {needed} groups) but {starts}. A parameter's shape is its "
+            f"starting value's: give a start with one entry per group, shape {fixed}"
+        )
     one_based = all(ranges[n][0] >= 1 and ranges[n][1] == size for n in suspects)
     hint = " They look 1-based (as labels from R are): pass labels - 1." if one_based else ""
     return (
         f"log_lik indexes something of size {size} (tf.gather or similar) with the value {value}, out of "
         f"range: {described}. Integer entries used as indices must be 0-based, in [0, {size}).{hint}"
+    )
+
+
+def _float_indices(call: Callable, batch: dict[str, tf.Tensor]) -> list[str] | None:
+    """The float entries whose cast to int32 makes ``call(batch)`` work (one at a time, then all
+    together): float labels used as indices. None if no such cast does."""
+    floats = [name for name, value in batch.items() if value.dtype.is_floating]
+    trials = [[name] for name in floats] + ([floats] if len(floats) > 1 else [])
+    for names in trials:
+        try:
+            call({k: tf.cast(v, tf.int32) if k in names else v for k, v in batch.items()})
+        except Exception:  # the user's code may raise anything
+            continue
+        return names
+    return None
+
+
+_SHAPE_CLASH = re.compile(
+    r"Incompatible shapes|size-incompatible|Dimensions must be equal|shapes must be equal|are incompatible"
+    r"|Cannot reshape|Input to reshape is a tensor with|must have the same shape|cannot be broadcast"
+)
+
+
+def _shape_clash_message(error: Exception, batch: dict[str, tf.Tensor], params: Mapping[str, Any]) -> str | None:
+    """A shape mismatch in the trial evaluation, said with the starts' and rows' shapes; the
+    parameters with none of the sizes the error names are the likeliest culprits."""
+    text = str(error)
+    if not _SHAPE_CLASH.search(text):
+        return None
+    sizes = {int(d) for d in re.findall(r"\d+", text)}
+    starts = {n: tuple(np.shape(v)) for n, v in params.items()}
+    rows = {n: tuple(v.shape[1:]) for n, v in batch.items()}
+    data_sizes = {d for shape in rows.values() for d in shape}
+    odd = [n for n, shape in starts.items() if shape and any(d in sizes and d not in data_sizes for d in shape)]
+    lead = f"params {odd} have sizes the data do not: " if odd else ""
+    return (
+        f"log_lik failed with a shape mismatch on a trial minibatch ({type(error).__name__}: {error}). "
+        f"{lead}the starting values have shapes {starts} and the dataset's rows {rows}. A parameter's shape "
+        f"is its starting value's: give each start the shape log_lik expects (e.g. one coefficient per "
+        f"column of a data entry)"
     )
 
 
@@ -463,7 +533,9 @@ def trial_evaluation(
     if log_prior is not None and not callable(log_prior):
         raise TypeError("log_prior must be a function log_prior(params) returning a scalar tensor, or None")
     # On a GPU an out-of-range tf.gather returns zeros instead of failing.
-    with tf.device("/CPU:0"):
+    # Failures provoked here would log TensorFlow's "Local rendezvous is aborting" W line when the
+    # log level lets W through (TensorFlow imported before sgmcmc): dropped, our message says more.
+    with tf.device("/CPU:0"), trial_lines_filtered():
         _trial(log_lik, log_prior, dataset, params, dtype, check_model)
 
 
@@ -493,9 +565,20 @@ def _trial(log_lik, log_prior, dataset, params, dtype, check_model) -> None:
                         f"it as floats (e.g. y.astype(np.{dtype.name})); keep integers only for entries used "
                         f"as indices (tf.gather, tf.one_hot)"
                     ) from error
-                message = _out_of_range_message(error, ranges)
+                message = _out_of_range_message(error, ranges, params)
                 if message:
                     raise ValueError(f"{message} ({type(error).__name__}: {error})") from error
+                labels = _float_indices(lambda data: log_lik(tensors, data), batch)
+                if labels:
+                    entries = " and ".join(f"dataset[{n!r}]" for n in labels)
+                    raise TypeError(
+                        f"{entries} holds floats but log_lik uses it as indices (tf.gather, tf.one_hot, ...), "
+                        f"which must be integers ({type(error).__name__}: {error}). Pass the labels as 0-based integers, "
+                        f"e.g. labels.astype(np.int32), or cast inside log_lik with tf.cast(..., tf.int32)"
+                    ) from error
+                message = _shape_clash_message(error, batch, params)
+                if message:
+                    raise ValueError(message) from error
             if _is_dtype_clash(error):
                 other = tf.float32 if dtype == tf.float64 else tf.float64
                 raise TypeError(

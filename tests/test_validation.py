@@ -496,3 +496,86 @@ def test_users_log_level_means_no_filtering():
     # A user who sets TF_CPP_MIN_LOG_LEVEL chooses TensorFlow's logging: the absl lines come through.
     done = _python("import sgmcmc", TF_CPP_MIN_LOG_LEVEL="0")
     assert done.returncode == 0 and "absl::InitializeLog" in done.stderr
+
+
+# ---------------------------------------------------------------- issue 23.7: hints that name the problem
+# Each case below ended in "log_lik failed on a trial evaluation (...); check that it uses
+# params[name] and dataset[name] with the names you passed", blamed 0-based labels, or (a
+# categorical) was "not numeric (dtype object)" / silently its category values. Run against the
+# pre-change inputs.py (a patched copy): all five tests fail.
+
+GROUPS = 5
+
+
+def _grouped(labels, start_size=GROUPS):
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=len(labels)).astype(np.float32)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(-0.5 * tf.square(dataset["y"] - tf.gather(params["a"], dataset["g"])))
+
+    return log_lik, {"g": labels, "y": y}, {"a": np.zeros(start_size, np.float32)}
+
+
+def _labels(n=1000):
+    return np.random.default_rng(1).integers(0, GROUPS, n)
+
+
+def test_start_too_short_for_the_labels_is_named(no_sampler):
+    log_lik, data, start = _grouped(_labels(), start_size=3)
+    with pytest.raises(ValueError, match=r"dataset\['g'\] holds 0\.\.4 \(0-based labels of 5 groups\) but "
+                       r"params\['a'\] has shape \(3,\).*shape \(5,\)") as err:
+        sgmcmc.sgld(log_lik, data, start, 1e-4, minibatch_size=100, n_iters=10, verbose=False)
+    assert "must be 0-based" not in str(err.value)
+
+
+def test_start_of_wrong_shape_in_arithmetic_is_a_shape_mismatch(no_sampler):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(1000, 5)).astype(np.float32), rng.normal(size=1000).astype(np.float32)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(-0.5 * tf.square(dataset["y"] - tf.linalg.matvec(dataset["X"], params["beta"])))
+
+    with pytest.raises(ValueError, match=r"shape mismatch.*params \['beta'\] have sizes the data do not.*"
+                       r"\{'beta': \(3,\)\}.*\{'X': \(5,\), 'y': \(\)\}") as err:
+        sgmcmc.sgld(log_lik, {"X": x, "y": y}, {"beta": np.zeros(3, np.float32)}, 1e-4, minibatch_size=100,
+                    n_iters=10, verbose=False)
+    assert "with the names you passed" not in str(err.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_labels_are_named_as_indices(dtype, no_sampler):
+    log_lik, data, start = _grouped(_labels().astype(dtype))
+    with pytest.raises(TypeError, match=r"(?s)dataset\['g'\] holds floats but log_lik uses it as indices.*astype\(np\.int32\)"):
+        sgmcmc.sgld(log_lik, data, start, 1e-4, minibatch_size=100, n_iters=10, verbose=False)
+
+
+@pytest.mark.parametrize("categories", ["strings", "integers"])
+def test_categorical_column_is_named_as_categorical(categories, no_sampler):
+    pd = pytest.importorskip("pandas")
+    labels = _labels()
+    values = np.array(list("abcde"))[labels] if categories == "strings" else labels + 1
+    log_lik, data, start = _grouped(labels)
+    frame = pd.DataFrame({"g": pd.Categorical(values), "y": data["y"]})
+    with pytest.raises(TypeError, match=r"dataset\['g'\] is a pandas Categorical with 5 categories.*cat\.codes"):
+        sgmcmc.sgld(log_lik, frame, start, 1e-4, minibatch_size=100, n_iters=10, verbose=False)
+
+
+def test_trial_failure_leaks_no_rendezvous_line():
+    """TensorFlow imported before sgmcmc (so W lines are not hidden by the log level): the start
+    too short for its labels raises our message, and stderr holds no "local_rendezvous" line (two
+    leaked before)."""
+    code = (
+        "import tensorflow as tf\n"
+        "import numpy as np, sgmcmc\n"
+        "g = np.random.default_rng(1).integers(0, 5, 1000); y = np.zeros(1000, np.float32)\n"
+        "ll = lambda p, d: tf.reduce_sum(-0.5 * tf.square(d['y'] - tf.gather(p['a'], d['g'])))\n"
+        "try:\n"
+        "    sgmcmc.sgld(ll, {'g': g, 'y': y}, {'a': np.zeros(3, np.float32)}, 1e-4, minibatch_size=100,\n"
+        "                n_iters=10, verbose=False)\n"
+        "except ValueError as e:\n"
+        "    print('refused' if 'has shape (3,)' in str(e) else e)\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0 and done.stdout == "refused\n", (done.stdout, done.stderr)
+    assert "local_rendezvous" not in done.stderr, done.stderr
