@@ -224,6 +224,15 @@ def largest_safe_mu(method: str, distortion: float = 0.1, **hyper: float) -> flo
 
 
 # -- the check ---------------------------------------------------------------------------------------
+#: Largest over smallest block curvature from which one shared stepsize is said to leave a
+#: parameter mixing far slower than the others (StepsizeCheck.slow_mixing).
+SLOW_MIXING_RATIO = 10.0
+
+#: The CV samplers' check estimates block curvatures only up to this many parameters (each costs
+#: up to ``block_iters`` full-data Hessian-vector products).
+MAX_BLOCKS_CHECKED = 16
+
+
 @dataclass(frozen=True)
 class StepsizeCheck:
     r"""What :func:`check_stepsize` found.
@@ -253,6 +262,19 @@ class StepsizeCheck:
     too_large : bool
     operator_calls : int
         Full-data Hessian-vector products used (each about two full-data gradients).
+    safe_stepsize_per_parameter : dict or None
+        Name -> stepsize, one per parameter block (``per_parameter=True``, two or more
+        parameters): each block's stepsize in proportion to 1/its block curvature (so every block
+        moves at the same scaled rate), the whole dict then scaled by one factor so that the joint
+        check, :math:`\mu = \lambda_{\max}(E^{1/2}AE^{1/2})`, sits exactly at the safe μ. Pass it as
+        ``stepsize=`` to the samplers.
+    curvature_ratio : float or None
+        Largest over smallest block curvature (``per_parameter=True``, two or more parameters
+        with positive block curvature): with one shared stepsize, capped by the stiffest block,
+        the softest block moves about this many times slower per iteration than its own safe
+        stepsize would let it (its autocorrelation time is this many times longer).
+    slow_mixing : bool
+        One shared stepsize and ``curvature_ratio`` >= :data:`SLOW_MIXING_RATIO`.
     """
 
     method: str
@@ -266,6 +288,21 @@ class StepsizeCheck:
     safe_stepsize: float | dict
     too_large: bool
     operator_calls: int
+    safe_stepsize_per_parameter: dict | None = None
+    curvature_ratio: float | None = None
+    slow_mixing: bool = False
+
+    def mixing_message(self, who: str = "") -> str:
+        """What the warning says when one shared stepsize leaves a parameter mixing far slower."""
+        blocks = {k: v for k, v in (self.curvature_per_parameter or {}).items() if v > 0}
+        stiff, soft = max(blocks, key=blocks.get), min(blocks, key=blocks.get)
+        return (
+            f"{who or self.method}: one stepsize for all parameters leaves {soft!r} mixing about "
+            f"{self.curvature_ratio:.3g}× slower than {stiff!r} (block curvatures {blocks[soft]:.3g} and "
+            f"{blocks[stiff]:.3g}: the shared stepsize must suit the stiffest block). Give one stepsize per "
+            f"parameter, e.g. stepsize={_show(self.safe_stepsize_per_parameter)} (each block's safe "
+            f"stepsize, jointly checked; sgmcmc.check_stepsize)."
+        )
 
     def message(self, who: str = "") -> str:
         stretch = "unstable (diverges)" if not np.isfinite(self.sd_ratio) else f"{self.sd_ratio:.3g}× the posterior's"
@@ -295,6 +332,47 @@ def _user_stacklevel() -> int:
     return level
 
 
+def _top_scaled(hess: Operator, like: Arrays, stepsize: Mapping[str, float], max_iters: int, tol: float, seed: int) -> tuple[float, Arrays]:
+    """μ = λ_max(E^½ A E^½) and its eigenvector, for stepsizes E = diag(stepsize)."""
+    root = {k: np.sqrt(stepsize[k]) for k in like}
+    mu, v, _ = largest_eigenvalue(
+        lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
+        like, max_iters, tol, seed,
+    )
+    return mu, v
+
+
+def _block_curvatures(hess: Operator, like: Arrays, max_iters: int, tol: float, seed: int) -> dict[str, float]:
+    """Name -> λ_max of that parameter's diagonal block of A (one power iteration each)."""
+    names = list(like)
+    blocks = {}
+    for name in names:
+        def block(x: Arrays, name: str = name) -> Arrays:
+            full = {k: (x[k] if k == name else like[k]) for k in names}
+            return {name: hess(full)[name]}
+
+        blocks[name] = float(largest_eigenvalue(block, {name: like[name]}, max_iters, tol, seed)[0])
+    return blocks
+
+
+def _safe_per_parameter(
+    method: str, hess: Operator, like: Arrays, blocks: dict[str, float], fallback: dict[str, float],
+    hyper: dict[str, dict[str, float]], distortion: float, max_iters: int, tol: float, seed: int,
+) -> dict[str, float]:
+    """Each block's safe stepsize (safe μ / block curvature; ``fallback`` for a block without
+    positive curvature), then scaled by one factor so the joint μ is exactly the safe μ (off-
+    diagonal blocks can make the joint μ larger than any block's)."""
+    steps = {
+        k: largest_safe_mu(method, distortion, **hyper[k]) / lam if lam > 0 else fallback[k]
+        for k, lam in blocks.items()
+    }
+    mu, v = _top_scaled(hess, like, steps, max_iters, tol, seed)
+    loadings = {k: float(np.sum(np.square(v[k]))) for k in like}
+    top = hyper[max(loadings, key=loadings.get)]
+    factor = largest_safe_mu(method, distortion, **top) / mu if mu > 0 else 1.0
+    return {k: e * factor for k, e in steps.items()}
+
+
 def _check(
     method: str,
     estimator: MinibatchGradient,
@@ -307,34 +385,31 @@ def _check(
     max_iters: int,
     tol: float,
     seed: int,
+    block_iters: int | None = None,
+    block_tol: float | None = None,
 ) -> StepsizeCheck:
     names = list(point)
     hess = NegativeHessian(estimator, point)
     like = {k: np.zeros(np.shape(point[k])) for k in names}
-    root = {k: np.sqrt(stepsize[k]) for k in names}
-    mu, v, _ = largest_eigenvalue(
-        lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in names}).items()},
-        like, max_iters, tol, seed,
-    )
+    mu, v = _top_scaled(hess, like, stepsize, max_iters, tol, seed)
     if len(set(stepsize.values())) == 1:
         lam = mu / stepsize[names[0]]
     else:
         lam = largest_eigenvalue(hess, like, max_iters, tol, seed)[0]
-    blocks = None
-    if per_parameter:
-        blocks = {}
-        for name in names:
-            def block(x: Arrays, name: str = name) -> Arrays:
-                full = {k: (x[k] if k == name else like[k]) for k in names}
-                return {name: hess(full)[name]}
-
-            blocks[name] = largest_eigenvalue(block, {name: like[name]}, max_iters, tol, seed)[0]
     loadings = {k: float(np.sum(np.square(v[k]))) for k in names}
     top = hyper[max(loadings, key=loadings.get)]
     ratio = sd_ratio(method, mu, **top)
     safe_mu = largest_safe_mu(method, distortion, **top)
     factor = safe_mu / mu if mu > 0 else np.inf
     safe = {k: e * factor for k, e in stepsize.items()}
+    blocks = per_block = curvature_ratio = None
+    if per_parameter:
+        blocks = _block_curvatures(hess, like, block_iters or max_iters, block_tol or tol, seed)
+        positive = [c for c in blocks.values() if c > 0]
+        if len(names) > 1 and len(positive) > 1:
+            curvature_ratio = float(max(positive) / min(positive))
+            fallback = safe if np.all(np.isfinite(list(safe.values()))) else stepsize
+            per_block = _safe_per_parameter(method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed)
     return StepsizeCheck(
         method=method,
         stepsize=stepsize[names[0]] if scalar else dict(stepsize),
@@ -347,7 +422,20 @@ def _check(
         safe_stepsize=safe[names[0]] if scalar else safe,
         too_large=not abs(ratio - 1.0) <= distortion,
         operator_calls=hess.calls,
+        safe_stepsize_per_parameter=per_block,
+        curvature_ratio=curvature_ratio,
+        slow_mixing=bool(
+            len(set(stepsize.values())) == 1 and curvature_ratio is not None and curvature_ratio >= SLOW_MIXING_RATIO
+        ),
     )
+
+
+def _warn(result: StepsizeCheck, who: str, stacklevel: int) -> None:
+    """One StepsizeWarning saying what the check found: the stepsize too large, one shared
+    stepsize leaving a parameter mixing far slower, or both."""
+    parts = ([result.message(who)] if result.too_large else []) + ([result.mixing_message(who)] if result.slow_mixing else [])
+    if parts:
+        warnings.warn(" ".join(parts), StepsizeWarning, stacklevel=stacklevel + 1)
 
 
 def _dynamics(method: Any) -> str:
@@ -384,7 +472,9 @@ def check_stepsize(
     iteration on Hessian-vector products, and the sd distortion ρ(μ) this stepsize gives on a
     Gaussian with that curvature (SGLD: :math:`\rho = (1 - \mu/4)^{-1/2}`; SGHMC, SGNHT: their
     linear recursions; module docstring). Warns (:class:`~sgmcmc.StepsizeWarning`) when
-    :math:`|\rho - 1| > \delta` and says which stepsize keeps it within δ. The CV samplers run
+    :math:`|\rho - 1| > \delta` and says which stepsize keeps it within δ. With one stepsize for
+    parameters of very different curvature it also says that the softest parameter mixes far
+    slower (ratio of block curvatures) and gives a stepsize per parameter. The CV samplers run
     this check themselves at the mode they find, before sampling.
 
     Parameters
@@ -404,9 +494,13 @@ def check_stepsize(
     distortion
         δ, the tolerated relative error of the sd (default 0.1).
     per_parameter
-        Also report each parameter's block curvature (one power iteration per parameter).
+        Also report each parameter's block curvature (one power iteration per parameter), and with
+        two or more parameters a safe stepsize per parameter (``safe_stepsize_per_parameter``, one
+        more power iteration) and the ratio of block curvatures (``curvature_ratio``).
     warn
-        Issue the warning when the stepsize is too large.
+        Issue the warning when the stepsize is too large, or when one shared stepsize leaves a
+        parameter mixing :data:`SLOW_MIXING_RATIO` or more times slower than another
+        (``slow_mixing``; the warning then suggests the per-parameter dict).
     max_iters, tol, seed
         Power iteration: at most ``max_iters`` Hessian-vector products per eigenvalue, stop at
         relative change ``tol`` of the Rayleigh quotient, seeded start.
@@ -432,8 +526,8 @@ def check_stepsize(
         name, estimator, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,
         max_iters, tol, seed,
     )
-    if warn and result.too_large:
-        warnings.warn(result.message("check_stepsize"), StepsizeWarning, stacklevel=2)
+    if warn:
+        _warn(result, "check_stepsize", stacklevel=2)
     return result
 
 
@@ -449,11 +543,17 @@ def _hyper(name: str, names: list[str], alpha: Any, L: Any, a: Any) -> dict[str,
     return {k: {} for k in names}
 
 
-def warn_if_stepsize_too_large(sampler, max_iters: int = 30, tol: float = 1e-3) -> StepsizeCheck | None:
+def warn_if_stepsize_too_large(
+    sampler, max_iters: int = 30, tol: float = 1e-3, block_iters: int = 10, block_tol: float = 1e-2
+) -> StepsizeCheck | None:
     """The CV samplers' check, after the mode search and before sampling: the stepsize (a
     schedule: its first value) against the curvature at the mode found, warning as
     :func:`check_stepsize`. Samplers of other dynamics are not checked (None). Costs at most
-    ``max_iters`` full-data Hessian-vector products (the Rayleigh quotient to ``tol``)."""
+    ``max_iters`` full-data Hessian-vector products (the Rayleigh quotient to ``tol``); with one
+    shared stepsize and 2 to :data:`MAX_BLOCKS_CHECKED` parameters also each block's curvature
+    (at most ``block_iters`` products each, to ``block_tol``: the ratio only needs to be rough)
+    and, when there are two or more, the per-parameter dict (another ``max_iters``), so the
+    warning can say when a parameter mixes :data:`SLOW_MIXING_RATIO` or more times slower."""
     from ..dynamics import SGHMC, SGLD, SGNHT
 
     kernel = sampler.kernel
@@ -464,7 +564,11 @@ def warn_if_stepsize_too_large(sampler, max_iters: int = 30, tol: float = 1e-3) 
     steps = {k: float(e.at(1)) if callable(e) else float(e) for k, e in kernel.stepsize.items()}
     hyper = _hyper(name, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))
     mode = {k: v.read_value() for k, v in sampler._mode.items()}
-    result = _check(name, sampler._plain_one_chain, mode, steps, len(set(steps.values())) == 1, hyper, 0.1, False, max_iters, tol, 0)
-    if result.too_large:
-        warnings.warn(result.message(sampler.method), StepsizeWarning, stacklevel=_user_stacklevel())
+    shared = len(set(steps.values())) == 1
+    blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
+    result = _check(
+        name, sampler._plain_one_chain, mode, steps, shared, hyper, 0.1, blocks, max_iters, tol, 0,
+        block_iters=block_iters, block_tol=block_tol,
+    )
+    _warn(result, sampler.method, stacklevel=_user_stacklevel())
     return result
