@@ -247,13 +247,10 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
     choice = _estimator_choice(method, spec, args)
     cv = None
     if choice.name == "cv":
-        if args["opt_stepsize"] is None:
-            raise TypeError(
-                f"{method} needs opt_stepsize, the stepsize of the SGD mode search, e.g. "
-                f"{method}(log_lik, dataset, params, stepsize, opt_stepsize=1e-5)"
-            )
+        # opt_stepsize=None: chosen from the curvature by the mode search (control_variates.py)
+        opt = args["opt_stepsize"]
         cv = ControlVariateSettings(
-            inputs.per_parameter(args["opt_stepsize"], names, "opt_stepsize"),
+            None if opt is None else inputs.per_parameter(opt, names, "opt_stepsize"),
             inputs.check_count(args["n_iters_opt"], "n_iters_opt", allow_zero=True),
             bool(args.get("verbose", True)),
         )
@@ -473,8 +470,8 @@ _ESTIMATOR_OPTIONS = r"""
     -----------------------------------------------------------------------
     estimator : {"plain", "cv", "svrg", "saga"}
         ``"plain"``: :math:`g = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta)`.
-        ``"cv"``: control variates at the mode (Baker et al. 2018; as ``sgldcv``): needs
-        ``opt_stepsize`` and ``n_iters_opt``.
+        ``"cv"``: control variates at the mode (Baker et al. 2018; as ``sgldcv``): uses
+        ``opt_stepsize`` (None: automatic) and ``n_iters_opt``.
         ``"svrg"``: :math:`g = \nabla\log p(\tilde\theta|x) + g_S(\theta) - g_S(\tilde\theta)`,
         the anchor :math:`\tilde\theta` (per chain) set to the state and its full-data gradient
         recomputed (in batches) at iterations 1, 1 + ``svrg_period``, 1 + 2·``svrg_period``, ….
@@ -524,7 +521,8 @@ def sgnht_setup(log_lik, dataset, params, stepsize, log_prior=None, minibatch_si
 def sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=None, log_prior=None, minibatch_size=0.01, n_iters_opt=10_000, verbose=True, seed=None, *, dtype=DEFAULT_DTYPE, n_chains=1, constraints=None, check_model=True, minibatch_replace=False, strategy=None, shard_rows=None) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
-    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
+    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (None:
+    chosen from the curvature, :func:`sgmcmc.control_variates.auto_opt_stepsize`; from
     the first start; one mode search and one full-data gradient shared by all chains);
     ``n_iters_opt=0`` anchors the control variate at the first start (no mode search).
     ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as

@@ -248,7 +248,6 @@ def test_saga_refuses_a_table_too_large(gauss):
     "kwargs, error, match",
     [
         (dict(estimator="sag"), ValueError, r"one of 'plain', 'cv', 'svrg', 'saga', got 'sag'"),
-        (dict(estimator="cv"), TypeError, "needs opt_stepsize"),
         (dict(estimator="svrg", svrg_period=0), ValueError, "svrg_period must be a positive whole number"),
         (dict(estimator="svrg", svrg_period=2.5), TypeError, "svrg_period must be a whole number"),
         (dict(estimator="saga", max_memory=-1), ValueError, "max_memory must be positive"),

@@ -148,13 +148,6 @@ def test_non_positive_L(name, setup, small_gauss, no_sampler):
         _call(name, small_gauss, setup=setup, L=0)
 
 
-@pytest.mark.parametrize("setup", [False, True])
-@pytest.mark.parametrize("name", CV_SAMPLERS)
-def test_missing_opt_stepsize(name, setup, small_gauss, no_sampler):
-    with pytest.raises(TypeError, match=f"{name} needs opt_stepsize"):
-        _call(name, small_gauss, setup=setup, opt_stepsize=None)
-
-
 # -- dataset ------------------------------------------------------------------------------------
 
 
