@@ -7,8 +7,8 @@ form; D, H⁻¹ and the noise covariance are dense matrices (``np.linalg.inv``),
 through the eigen-square-root of the PSD-projected covariance. The library's documented choices
 are reproduced: f = 1 − n/N (rows without replacement), C averaged with weight max(1/t, 1/W),
 W = max(100, ⌈50p/(n − 1)⌉) (p = d, or 1 in the diagonal form),
-θ fixed until t·(n − 1) ≥ 4d (4 in the diagonal form), Eq. 17 with b = 1 and w = ⌈1/k⌉ after at
-least w moving iterations. ``diagonal=True`` keeps only the diagonals of C and G.
+θ fixed until t·(n − 1) ≥ 4d (4 in the diagonal form), the reworked Eq. 17 (``burn_in_holds``) with
+w = ⌈1/k⌉ after at least w moving iterations. ``diagonal=True`` keeps only the diagonals of C and G.
 """
 
 from __future__ import annotations
@@ -52,17 +52,35 @@ def osgld_chain(X, y, start, n, c, n_iters, seed, prior_precision=0.0, diagonal=
             theta = theta + D @ Y + root @ rng.normal(size=d)
         out[t - 1] = theta
         history.append(Y)
-        # Eq. 17, C in its last term (seeds' erratum), b = 1, window ⌈1/k⌉
+        # The burn-in test (Eq. 17 reworked, sgmcmc.dynamics.osgld's docstring): window ⌈1/k⌉
         w = math.ceil(1.0 / k)
         if not ready_at and t - first_move + 1 >= w:
-            mean = np.mean(history[-w:], axis=0)
-            bound = np.diag((big_n * Cu + G) / w + f * big_n**2 / (w * n) * Cu)
-            if np.all(np.abs(mean) <= np.sqrt(bound)):
+            if burn_in_holds(np.mean(history[-w:], axis=0), H, f * big_n**2 / n * Cu, k, w):
                 ready_at = t
                 if stop_when_ready:
                     return out[:t], ready_at
         history = history[-200:]
     return out, ready_at
+
+
+def burn_in_holds(mean, H, noise_cov, k, w, q=0.8):
+    """The window mean whitened by H^-1/2, its covariance a I + b V_w from the pairwise covariances
+    of the stationary linear recursion (double loop over the window), then both bounds at level q
+    (scipy's exact normal and chi-square quantiles)."""
+    from scipy import stats
+
+    rho = 1 - k / 2
+    a = sum(rho ** abs(i - j) for i in range(w) for j in range(w)) / w**2  # Cov(u_i, u_j)
+    cross = sum(rho ** (j - i - 1) * k / 2 for i in range(w) for j in range(i + 1, w))  # Cov(u_j, e_i), j > i
+    b = (w - 2 * cross) / w**2  # + Var e (w terms) − 2 Σ Cov(u_j, e_i)
+    lam, V = np.linalg.eigh(H)
+    white = V / np.sqrt(lam)  # columns: H^-1/2 in H's eigenbasis
+    y = white.T @ mean
+    nu, U = np.linalg.eigh(white.T @ noise_cov @ white)
+    z = (U.T @ y) / np.sqrt(a + b * np.clip(nu, 0, None))
+    d = len(z)
+    each = stats.norm.ppf((1 + q ** (1 / d)) / 2)
+    return np.max(np.abs(z)) <= each and np.sum(z**2) <= stats.chi2.ppf(q, d)
 
 
 # -- the test model and the calibration the test records --------------------------------------
@@ -103,7 +121,7 @@ def calibrate(name: str, seeds=range(3)):
 
 
 def burn_in_times(seeds=range(10)):
-    """Eq. 17's first-hold iteration, axis case, single chains from mu + 20 sd."""
+    """The burn-in test's first-hold iteration, axis case, single chains from mu + 20 sd."""
     X, y, mu, sd = linear_gaussian(False)
     return [osgld_chain(X, y, mu + 20 * sd, 100, 0.1, 5000, s, stop_when_ready=True)[1] for s in seeds]
 
