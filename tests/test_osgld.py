@@ -217,11 +217,14 @@ def test_auto_burn_in_from_far_keeps_unbiased_samples(d):
     0.53–0.79 — against, started at the mode, 0.22–0.89 / 0.10–0.30 (d = 2), 1.09–1.57 / 0.40–0.57
     (d = 26), 1.47–1.69 / 0.41–0.75 (d = 100). At d = 100 the first kept state is ~16 whitened
     units from the mode against ~9 from the mode: C's running average still remembers the far
-    start's larger C, which shrinks the whitened statistic. Bounds: first 100 ≤ 3, all ≤ 1.
-    Broken variant (the test always holds once w iterations moved; patched copy): first-100
-    errors 3.3, 11.6 and 18.9 sds at d = 2, 26, 100."""
+    start's larger C, which shrinks the whitened statistic. Recalibrated on the per-chain
+    counter-based streams (issue 20's data path; seeds 0–4, found / first 100 / all): d = 2:
+    46–76, 0.23–0.81, 0.23–0.34; d = 26: 159–169, 1.26–1.93, 0.44–0.65; d = 100: 392–413,
+    1.96–3.09, 0.54–0.75. Bounds: first 100 ≤ 3 (d = 2, 26), ≤ 4.5 (d = 100: the maximum over 100
+    coordinates); all ≤ 1. Broken variant (the test always holds once w iterations moved;
+    patched copy): first-100 errors 3.3, 11.6 and 18.9 sds at d = 2, 26, 100."""
     data, mode, sd = _regression(d)
     out = sgmcmc.osgld(log_lik, data, {"b": (mode + 20 * sd).astype(np.float32)}, minibatch_size=500,
                        n_iters=1000, auto_burn_in=True, max_burn_in=5_000, seed=1, verbose=False)
     first, whole = np.max(np.abs(out["b"][:100].mean(0) - mode) / sd), np.max(np.abs(out["b"].mean(0) - mode) / sd)
-    assert first <= 3.0 and whole <= 1.0, (out.burn_in_found, first, whole)
+    assert first <= (4.5 if d == 100 else 3.0) and whole <= 1.0, (out.burn_in_found, first, whole)
