@@ -291,7 +291,7 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
                 f"{name!r}; try a smaller opt_stepsize. No samples exist yet",
                 iteration=settings.n_iters_opt,
             )
-    if settings.n_iters_opt:
+    if settings.n_iters_opt and sampler.shard is None:  # its Hessian products would see one worker's rows
         report_mode(sampler, check_mode(sampler, {k: g.numpy() for k, g in anchor_grad.items()}), verbose)
     sampler.set_anchor(anchor_grad)
     if sampler.shard is None:  # the curvature pass is not sharded yet: it would see this worker's rows only

@@ -249,6 +249,12 @@ def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sam
     if choice.name == "cv":
         # opt_stepsize=None: chosen from the curvature by the mode search (control_variates.py)
         opt = args["opt_stepsize"]
+        if opt is None and place.shard_rows and args["n_iters_opt"]:
+            raise ValueError(
+                f"{method} with shard_rows=True needs an explicit opt_stepsize: the automatic one is chosen from "
+                f"the curvature of the full data, which is not yet computed across workers (each worker would "
+                f"see its own rows and choose another stepsize)"
+            )
         cv = ControlVariateSettings(
             None if opt is None else inputs.per_parameter(opt, names, "opt_stepsize"),
             inputs.check_count(args["n_iters_opt"], "n_iters_opt", allow_zero=True),

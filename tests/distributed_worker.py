@@ -72,7 +72,7 @@ def run(method: str, dataset: dict, seed: int, **kwargs) -> sgmcmc.Samples:
     n_iters = kwargs.pop("n_iters", n_iters)
     return getattr(sgmcmc, "sgld" if method == "svrg" else method)(
         log_lik, dataset, {"mu": np.zeros(1)}, stepsize, log_prior=log_prior, minibatch_size=100,
-        n_iters=n_iters, seed=seed, dtype=tf.float64, verbose=False, **extra, **kwargs,
+        n_iters=n_iters, seed=seed, dtype=tf.float64, verbose=False, **{**extra, **kwargs},
     )
 
 
@@ -131,11 +131,13 @@ def main(scenario: str, out: str) -> None:
         for name, kwargs in {
             "saga": dict(estimator="saga"),
             "seeds": dict(seed=100 + worker),
+            "auto_opt_stepsize": dict(method="sgldcv", opt_stepsize=None),
             "odd_chains": dict(shard_rows=False, n_chains=3),
             "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():
             try:
-                run("sgld", shard(x, worker), **{"seed": 1, "strategy": strategy, **kwargs})
+                method = kwargs.pop("method", "sgld")
+                run(method, shard(x, worker), **{"seed": 1, "strategy": strategy, **kwargs})
                 refused[name] = None
             except ValueError as error:
                 refused[name] = str(error)
