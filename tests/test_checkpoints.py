@@ -111,14 +111,19 @@ def test_sigkill_then_same_call_resumes(tmp_path, uninterrupted):
     np.testing.assert_array_equal(resumed.gradients["m"], uninterrupted.gradients["m"])
 
 
-def test_finished_directory_returns_at_once_and_other_arguments_are_refused(tmp_path, uninterrupted, monkeypatch):
-    run(str(tmp_path), 2000)
+def forbid_sampling(monkeypatch) -> None:
+    """From here on, any iteration run fails the test (a finished directory must not sample)."""
 
     def no_sampling(self, *args, **kwargs):
         raise AssertionError("a finished run sampled again")
 
     monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", no_sampling)
     monkeypatch.setattr(sgmcmc.sampler.Sampler, "advance", no_sampling)
+
+
+def test_finished_directory_returns_at_once_and_other_arguments_are_refused(tmp_path, uninterrupted, monkeypatch):
+    run(str(tmp_path), 2000)
+    forbid_sampling(monkeypatch)
     again = run(str(tmp_path), 2000)
     np.testing.assert_array_equal(again["m"], uninterrupted["m"])
     with pytest.raises(ValueError, match="other arguments"):
@@ -151,12 +156,7 @@ def changes(err) -> list[str]:
 
 def test_changed_data_model_or_start_is_refused_naming_what_changed(tmp_path, uninterrupted, monkeypatch):
     run(str(tmp_path), 2000)
-
-    def no_sampling(self, *args, **kwargs):
-        raise AssertionError("sampled")
-
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", no_sampling)
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "advance", no_sampling)
+    forbid_sampling(monkeypatch)
     call = lambda ll, data, start: sgmcmc.sgnht(ll, data, start, 1e-5, checkpoint_dir=str(tmp_path), **RUN)  # noqa: E731
     # The same content in a new array (another object): the stored result, at once.
     again = call(log_lik, {"x": X.copy()}, {"m": 0.0})
