@@ -16,18 +16,8 @@ import argparse
 import os
 import subprocess
 import sys
-import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def rss(kind: str = "RssAnon") -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(kind + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def case(kind: str, rows: int, iters: int, directory: str) -> None:
@@ -37,6 +27,7 @@ def case(kind: str, rows: int, iters: int, directory: str) -> None:
 
     import sgmcmc
     from logreg_model import log_lik, log_prior, start
+    from memory_probe import peak_rss_anon, rss_bytes
 
     d = 55
     rng = np.random.default_rng(0)
@@ -59,27 +50,15 @@ def case(kind: str, rows: int, iters: int, directory: str) -> None:
             del out
         data = np.load(path, mmap_mode="r")
     dataset = {"X": data[:, 1:], "y": data[:, 0]}
-    before, peak = rss(), [0]
-    stop = threading.Event()
-
-    def watch():
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss())
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    t = time.perf_counter()
-    sgmcmc.sgld(log_lik, dataset, start(), 5e-6, log_prior, 500, iters, verbose=False, seed=1)
-    seconds = time.perf_counter() - t
-    stop.set()
-    thread.join()
+    seconds, before, peak = peak_rss_anon(
+        lambda: sgmcmc.sgld(log_lik, dataset, start(), 5e-6, log_prior, 500, iters, verbose=False, seed=1), every=0.02
+    )
     data_gb = rows * d * 4 / 1e9
-    extra = (peak[0] - before) / 1e9
+    extra = (peak - before) / 1e9
     print(
-        f"{kind:>9}: data {data_gb:.2f} GB, RssAnon before {before / 1e9:.2f} GB, peak {peak[0] / 1e9:.2f} GB, "
+        f"{kind:>9}: data {data_gb:.2f} GB, RssAnon before {before / 1e9:.2f} GB, peak {peak / 1e9:.2f} GB, "
         f"extra {extra:.2f} GB = {extra / data_gb:.3f} × data (target ≤ 0.15 × data + 0.4 GB = "
-        f"{0.15 * data_gb + 0.4:.2f} GB); RssFile now {rss('RssFile') / 1e9:.2f} GB; {seconds:.1f} s"
+        f"{0.15 * data_gb + 0.4:.2f} GB); RssFile now {rss_bytes('RssFile') / 1e9:.2f} GB; {seconds:.1f} s"
     )
 
 

@@ -15,10 +15,10 @@ they are read from memory; the MB/s are the converter's, not the disk's.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import shutil
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,35 +28,14 @@ import pyarrow.parquet as pq
 from sgmcmc.datasets import write_npy
 from sgmcmc.datasets.npy import BLOCK_BYTES
 
-
-def rss_anon_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_probe import peak_rss_anon  # noqa: E402
 
 
 def measured(fn) -> tuple[float, float]:
     """(seconds, peak RssAnon MB above the start) of ``fn()``."""
-    base = rss_anon_mb()
-    peak, stop = [base], threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], rss_anon_mb())
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    t0 = time.perf_counter()
-    try:
-        fn()
-    finally:
-        seconds = time.perf_counter() - t0
-        stop.set()
-        thread.join()
-    return seconds, peak[0] - base
+    seconds, before, peak = peak_rss_anon(fn, every=0.005)
+    return seconds, (peak - before) / 2**20
 
 
 class LazyArray:
