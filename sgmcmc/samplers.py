@@ -221,13 +221,14 @@ def _row_shard(place: Placement, data: dict, minibatch_size: Any, seed: int) -> 
     return RowShard(collective, n_rows, n), stratified_batch_sizes(n, counts)[place.worker]
 
 
-def _build(method: str, args: dict[str, Any], replica: int | None = None) -> Sampler:
+def _build(method: str, args: dict[str, Any], replica: int | None = None, place: Placement | None = None) -> Sampler:
     """Validate everything and make the sampler (nothing is compiled here). Under a strategy
     that splits the chains, ``replica`` (a local replica's index) selects its chains; the
-    whole-chain run builds one sampler per replica (:func:`_run`)."""
+    whole-chain run builds one sampler per replica (:func:`_run`). ``place``: the placement
+    when the caller has it already (else worked out here)."""
     spec = METHODS[method]
     dtype = inputs.as_dtype(args["dtype"])
-    place = _placement(method, args)
+    place = _placement(method, args) if place is None else place
     if place.splits_chains and replica is None:
         raise ValueError(
             f"{method}_setup with this strategy would split the chains over {place.n_workers * len(place.devices)} "
@@ -381,9 +382,9 @@ def _run(method: str, args: dict[str, Any]) -> Samples:
             )
 
         args = dict(args, seed=_shared_seed(place, _check_seed(args["seed"])))
-        return run_on_replicas(place, lambda j: _build(method, args, replica=j), run, args["verbose"])
+        return run_on_replicas(place, lambda j: _build(method, args, replica=j, place=place), run, args["verbose"])
     if args.get("checkpoint_dir") is None:
-        sampler = _build(method, args)
+        sampler = _build(method, args, place=place)
         return sample_chain(
             sampler, n_iters, args["verbose"], burn_in=keep.burn_in, thin=keep.thin,
             store_gradients=args.get("store_gradients", False),

@@ -76,17 +76,17 @@ class Collective:
         self.worker = int(worker)
         self.timeout = timeout_seconds() if timeout is None else float(timeout)
 
-    def all_reduce_sum(self, tensors: list[tf.Tensor], timeout: bool = False) -> list[tf.Tensor]:
+    def all_reduce_sum(self, tensors: list[tf.Tensor]) -> list[tf.Tensor]:
         """The element-wise sums over the workers of ``tensors`` (one dtype), as one collective
-        op on their concatenation; usable in eager code and inside compiled loops (there without
-        a timeout: module docstring); ``timeout`` arms :attr:`timeout`."""
+        op on their concatenation, without a timeout (it runs inside compiled loops: module
+        docstring); usable in eager code too."""
         shapes = [tf.shape(t) for t in tensors]
         sizes = [tf.size(t) for t in tensors]
         flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
         total = tf.raw_ops.CollectiveReduceV2(
             input=flat, group_size=self.n_workers, group_key=GROUP_KEY, instance_key=next(_INSTANCE_KEYS),
             ordering_token=[], merge_op="Add", final_op="Id", communication_hint="ring",
-            timeout_seconds=self.timeout if timeout else 0.0,
+            timeout_seconds=0.0,
         )
         parts = tf.split(total, tf.stack(sizes), axis=0)
         return [tf.reshape(p, s) for p, s in zip(parts, shapes)]
