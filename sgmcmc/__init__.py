@@ -1,7 +1,8 @@
 """sgmcmc: stochastic-gradient MCMC as compiled TensorFlow 2.
 
 A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
-SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case;
+SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case, and
+pSGLD, HAMCMC, OSGLD, BAOAB, SCIR and SGRLD;
 several chains in one compiled loop, and the analysis of their output.
 """
 
@@ -14,37 +15,33 @@ from . import schedules
 from .datasets import get_dataset
 from .errors import BurnInNotFound, CompilationWarning, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
 from .sampler import Sampler
-from .samplers import (
+from .api.control_variate import sghmccv, sghmccv_setup, sgldcv, sgldcv_setup, sgnhtcv, sgnhtcv_setup
+from .api.gradient import (
+    baoab,
+    baoab_setup,
     hamcmc,
     hamcmc_setup,
     osgld,
     osgld_setup,
     psgld,
     psgld_setup,
-    sample_chain,
-    scir,
-    scir_setup,
-    sgrld,
-    sgrld_setup,
     sghmc,
     sghmc_setup,
-    sghmccv,
-    sghmccv_setup,
     sgld,
     sgld_setup,
-    sgldcv,
-    sgldcv_setup,
     sgnht,
     sgnht_setup,
-    sgnhtcv,
-    sgnhtcv_setup,
 )
+from .api.runs import sample_chain
+from .api.simplex import scir, scir_setup, sgrld, sgrld_setup
 from .samples import Samples
 from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 from .tuning import StepsizeCheck, check_stepsize, tune_stepsize
 
 __all__ = [
     "BurnInNotFound",
+    "baoab",
+    "baoab_setup",
     "DivergenceError",
     "Interrupted",
     "NotInitialisedError",
@@ -94,4 +91,9 @@ __all__ = [
     "sgnhtcv",
     "sgnhtcv_setup",
 ]
-__version__ = "0.2.0"
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("sgmcmc")  # one source: pyproject.toml
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"

@@ -209,6 +209,12 @@ def check_positive(value: Any, what: str) -> float:
     return float(value)
 
 
+def check_nonnegative(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ValueError(f"{what} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
 def check_count(value: Any, what: str, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():

@@ -61,7 +61,7 @@ XLA_BUFFER_BYTES = 16 * 2**20
 
 
 def default_jit_compile(xla_by_default: bool) -> bool:
-    """``xla_by_default`` (where XLA measured faster: ``samplers._build``) unless the environment
+    """``xla_by_default`` (where XLA measured faster: ``sgmcmc.api.build``) unless the environment
     says ``SGMCMC_XLA=0`` (graph) or ``1`` (XLA) (module docstring)."""
     value = os.environ.get("SGMCMC_XLA", "auto").strip().lower()
     if value in ("0", "false", "no", "off"):
@@ -202,6 +202,8 @@ class Sampler:
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
         another replica's share)."""
         self.method = method
+        #: A model with no gradient (the count models of scir/sgrld): ``store_gradients`` is refused.
+        self.uses_no_gradient = make_estimator is not None
         self.kernel = kernel
         self.dtype = dtype
         self.seed = int(seed) if seed is not None else secrets.randbits(63)

@@ -291,9 +291,11 @@ def test_every_sampler_takes_constraints(method):
 
 def test_a_sampler_without_constraints_support_refuses_them(monkeypatch, no_sampler):
     """The error path scir/sgrld use (Method(..., supports_constraints=False))."""
-    from sgmcmc import samplers
+    import dataclasses
 
-    monkeypatch.setitem(samplers.METHODS, "sgld", samplers.Method(samplers._sgld, supports_constraints=False))
+    from sgmcmc.api.methods import METHODS
+
+    monkeypatch.setitem(METHODS, "sgld", dataclasses.replace(METHODS["sgld"], supports_constraints=False))
     log_lik, data = _scalar_model()
     with pytest.raises(ValueError, match="sgld does not take constraints"):
         sgmcmc.sgld(log_lik, data, {"s": 1.5}, 1e-4, constraints={"s": tfb.Exp()})

@@ -91,7 +91,7 @@ def test_one_device_strategy_changes_nothing():
     plain = worker.run("sgld", {"x": x}, seed=2, n_chains=2, n_iters=300)
     one = worker.run("sgld", {"x": x}, seed=2, n_chains=2, n_iters=300, strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
     np.testing.assert_array_equal(plain["mu"], one["mu"])
-    assert placement(None, None, 3, "sgld", "plain").chains == ((0, 1, 2),)
+    assert placement(None, None, 3, "sgld", None).chains == ((0, 1, 2),)
 
 
 # -- one process, two logical devices ------------------------------------------------------------

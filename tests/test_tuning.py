@@ -70,7 +70,9 @@ def test_check_stepsize_runs_the_readme_model_in_the_samplers_dtype():
 
     import tensorflow_probability as tfp
 
-    from sgmcmc.samplers import DEFAULT_DTYPE
+    from sgmcmc.api.options import Setup
+
+    DEFAULT_DTYPE = Setup.dtype
 
     assert inspect.signature(sgmcmc.check_stepsize).parameters["dtype"].default == DEFAULT_DTYPE
     x = np.random.default_rng(1).normal(0.5, 1.0, size=100_000)

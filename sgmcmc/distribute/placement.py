@@ -27,15 +27,6 @@ from .collective import Collective
 #: rows, independent of the other strata); the noise streams are the same on every worker.
 SHARD_STREAM_STRIDE = 256
 
-#: What rows sharding does not support yet, with the reason (refused at set-up).
-NOT_SHARDED = {
-    "saga": "SAGA's gradient table and its sum are not yet split across workers",
-    "osgld": "OSGLD's gradient covariance needs every row's gradient on one worker",
-    "scir": "the simplex samplers' count estimator is not yet sharded",
-    "sgrld": "the simplex samplers' count estimator is not yet sharded",
-}
-
-
 @dataclass(frozen=True)
 class Placement:
     """Where the chains run and whose rows they read.
@@ -106,9 +97,10 @@ def _rank(strategy) -> tuple[int, int]:
     return n_chief + int(resolver.task_id or 0), max(1, n_workers)
 
 
-def placement(strategy, shard_rows, n_chains: int, method: str, estimator: str) -> Placement:
-    """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains of ``method`` with
-    ``estimator`` and say who computes what; clear errors before anything is computed."""
+def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str | None) -> Placement:
+    """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains and say who computes
+    what; clear errors before anything is computed. ``shard_refusal``: why the run's dynamics or
+    estimator (named by ``what``) cannot have its rows sharded, or None."""
     if shard_rows is not None and not isinstance(shard_rows, (bool, np.bool_)):
         raise TypeError(f"shard_rows must be True, False or None, got {shard_rows!r}")
     if strategy is None:
@@ -145,11 +137,9 @@ def placement(strategy, shard_rows, n_chains: int, method: str, estimator: str) 
                 f"shard_rows=True runs one replica per worker; this worker has {len(devices)} devices "
                 f"({', '.join(devices)}). Start one worker per device (e.g. CUDA_VISIBLE_DEVICES per process)"
             )
-        reason = NOT_SHARDED.get(method) or NOT_SHARDED.get(estimator)
-        if reason:
-            name = method if method in NOT_SHARDED else f"estimator={estimator!r}"
+        if shard_refusal:
             raise ValueError(
-                f"{name} cannot run with shard_rows=True: {reason}. Use shard_rows=False (every worker "
+                f"{what} cannot run with shard_rows=True: {shard_refusal}. Use shard_rows=False (every worker "
                 f"passes all rows; the chains are split across workers) or another estimator"
             )
         return Placement(n_chains, worker, n_workers, devices, (tuple(range(n_chains)),), True)

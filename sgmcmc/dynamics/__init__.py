@@ -1,14 +1,21 @@
 """The dynamics: one module each, the pure update rule beside its kernel (init_aux + one_step).
 
-See :mod:`sgmcmc.dynamics.base` for the kernel protocol every dynamics follows.
+See :mod:`sgmcmc.dynamics.base` for the kernel protocol every dynamics follows and the traits
+(:class:`~sgmcmc.dynamics.base.Dynamics`) the rest of the library reads from it.
 """
 
-from .base import Estimate, Kernel, stepsize_at
+from .baoab import BAOAB
+from .base import Dynamics, Estimate, Kernel, KernelContext, stepsize_at
+from .cir import SCIR, SGRLD
 from .hamcmc import HAMCMC
+from .osgld import OSGLD
 from .psgld import PSGLD
 from .sgd import SGD
 from .sghmc import SGHMC
 from .sgld import SGLD
 from .sgnht import SGNHT
 
-__all__ = ["Estimate", "HAMCMC", "Kernel", "PSGLD", "SGD", "SGHMC", "SGLD", "SGNHT", "stepsize_at"]
+__all__ = [
+    "BAOAB", "Dynamics", "Estimate", "HAMCMC", "Kernel", "KernelContext", "OSGLD", "PSGLD", "SCIR", "SGD", "SGHMC",
+    "SGLD", "SGNHT", "SGRLD", "stepsize_at",
+]

@@ -16,13 +16,21 @@ Every tensor carries a leading chain axis ``K`` (``params[name]`` is ``[K, *shap
 are elementwise, and a reduction over a parameter's elements must keep that axis
 (:func:`reduce_per_chain`). ``estimate(params)`` draws a fresh minibatch per chain.
 ``t`` is the 1-based global iteration (a scalar int64 tensor), for stepsize schedules.
+
+What the rest of the library needs to know about a dynamics it reads from the kernel class
+(:class:`Dynamics`): its public arguments and their checks (``from_arguments``), how many
+gradient evaluations an iteration costs, whether XLA suits it, which estimators it takes and
+whether rows can be sharded — never from the method's name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Protocol
 
 import tensorflow as tf
+
+from .. import inputs
 
 Params = dict[str, tf.Tensor]
 
@@ -61,6 +69,62 @@ class Kernel(Protocol):
     def init_aux(self, params: Params, rng) -> Any: ...
 
     def one_step(self, params: Params, aux: Any, estimate: Estimator, rng, t: tf.Tensor) -> tuple[Params, Any, Estimate]: ...
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """What a kernel's argument checks may need besides its own arguments: the parameter names
+    (per-parameter values), N and n (``batch_size`` None while the rows are sharded, before the
+    workers have agreed on n), and the estimator's name."""
+
+    names: list[str]
+    n_rows: int
+    batch_size: int | None
+    estimator: str
+
+
+class Dynamics:
+    """The traits every kernel class declares (defaults here) and its constructor from the
+    public arguments.
+
+    Class attributes
+    ----------------
+    hyperparameters
+        The public arguments that define the dynamics, recorded in ``Samples.settings``.
+    defaults
+        Their defaults in the public functions (named once, here).
+    xla
+        Whether the compiled loop uses XLA by default with it (where it measured faster,
+        docs/DESIGN.md).
+    estimators
+        The estimator names it works with (None: all).
+    shard_refusal
+        Why its rows cannot be sharded across workers, or None (SPEC §12).
+    """
+
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize",)
+    #: The public functions' defaults for the hyperparameters that have one.
+    defaults: ClassVar[dict[str, Any]] = {}
+    xla: ClassVar[bool] = True
+    estimators: ClassVar[tuple[str, ...] | None] = None
+    shard_refusal: ClassVar[str | None] = None
+
+    @property
+    def gradient_evaluations(self) -> int:
+        """Gradient evaluations (minibatches) per iteration: the cost of an iteration in SGLD
+        iterations."""
+        return 1
+
+    @property
+    def minibatches_per_iteration(self) -> int:
+        """Fresh minibatches per chain and iteration, drawn ahead by the sampler."""
+        return 1
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":
+        """The kernel from the user's arguments (``arguments[name]`` for each of
+        :attr:`hyperparameters`), checked; clear errors for bad values."""
+        return cls(inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))
 
 
 def stepsize_at(value: Any, t: tf.Tensor, dtype: tf.DType) -> Any:

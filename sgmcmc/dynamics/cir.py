@@ -45,9 +45,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from numbers import Real
+from typing import Any, ClassVar, Union
 
+import numpy as np
 import tensorflow as tf
+
+from .. import inputs
+from .base import Dynamics, KernelContext
 
 __all__ = [
     "cir_exact_log_step",
@@ -225,6 +230,43 @@ def resolve_stepsize(stepsize: Stepsize, name: str, t: Any, dtype: tf.DType) -> 
     return _as(stepsize, dtype)
 
 
+def check_simplex_stepsize(value: Any, names: list[str]) -> dict[str, Any]:
+    """h per parameter: a positive number or a schedule ``h(t)`` (a callable of the 1-based
+    iteration t returning a tensor, evaluated in-graph), or a dict of those by name."""
+
+    def one(v, what):
+        if callable(v):
+            try:
+                h1 = float(tf.cast(v(tf.constant(1, tf.int64)), tf.float64).numpy())
+            except Exception as error:
+                raise TypeError(f"{what} is a schedule but calling it at t=1 failed: {error}") from error
+            if not np.isfinite(h1) or h1 <= 0:
+                raise ValueError(f"{what} is a schedule that gives {h1} at t=1: a stepsize must be positive")
+            return v
+        if isinstance(v, Real) and not isinstance(v, bool):
+            return inputs.check_positive(v, what)
+        raise TypeError(f"{what} must be a positive number or a schedule h(t), got {v!r}")
+
+    if isinstance(value, Mapping):
+        inputs.per_parameter({n: 1.0 for n in value}, names, "stepsize")  # exactly the names of params
+        return {n: one(value[n], f"stepsize[{n!r}]") for n in names}
+    checked = one(value, "stepsize")
+    return {n: checked for n in names}
+
+
+class _SimplexDynamics(Dynamics):
+    """What SCIR and SGRLD share: the arguments (``alpha`` is the counts model's Dirichlet
+    prior, recorded with the dynamics' settings) and the traits of the count models."""
+
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha")
+    xla: ClassVar[bool] = False  # not measured
+    shard_refusal: ClassVar[str | None] = "the simplex samplers' count estimator is not yet sharded"
+
+    @classmethod
+    def from_arguments(cls, arguments, context: KernelContext):
+        return cls(check_simplex_stepsize(arguments["stepsize"], context.names))
+
+
 def _a_hat_of(est: Any) -> Params:
     """â from the estimator's result: ``est.a_hat`` if it has one, else ``est`` (a dict)."""
     return getattr(est, "a_hat", est)
@@ -241,7 +283,7 @@ def _chain_flag(params: Params, value: bool) -> tf.Tensor:
 
 
 @dataclass(frozen=True)
-class SCIR:
+class SCIR(_SimplexDynamics):
     r"""Stochastic Cox–Ingersoll–Ross kernel (thesis Algorithm 3).
 
     Each parameter is a stack of simplices ω (shape [K, *shape], K chains, last axis summing
@@ -293,7 +335,7 @@ class SCIR:
 
 
 @dataclass(frozen=True)
-class SGRLD:
+class SGRLD(_SimplexDynamics):
     r"""SGRLD kernel, expanded-mean parametrisation (Patterson & Teh 2013), the thesis' baseline.
 
     Same parameters, estimator contract and start as :class:`SCIR`; carries θ (aux

@@ -50,7 +50,10 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .base import Estimate, Estimator, Params, stepsize_at
+from typing import Any, ClassVar, Mapping
+
+from .. import inputs
+from .base import Dynamics, Estimate, Estimator, KernelContext, Params, stepsize_at
 
 _CURVATURE_TOL = 1e-8
 
@@ -132,11 +135,28 @@ def sqrt_apply(z: tf.Tensor, s: tf.Tensor, y: tf.Tensor, rho: tf.Tensor, valid: 
 
 
 @dataclass(frozen=True)
-class HAMCMC:
+class HAMCMC(Dynamics):
     stepsize: dict
     memory: int = 5
     damping: float = 0.0
     warmup_stepsize: dict | None = None
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "memory", "damping", "warmup_stepsize")
+    defaults: ClassVar[dict[str, Any]] = {"memory": 5, "damping": 0.0, "warmup_stepsize": None}
+
+    @property
+    def gradient_evaluations(self) -> int:
+        """Two points on each minibatch (the pair's gradients)."""
+        return 2
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "HAMCMC":
+        warm = arguments["warmup_stepsize"]
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            inputs.check_count(arguments["memory"], "memory"),
+            inputs.check_nonnegative(arguments["damping"], "damping"),
+            None if warm is None else inputs.per_parameter(warm, context.names, "warmup_stepsize"),
+        )
 
     def __post_init__(self):
         if self.memory < 2:

@@ -112,8 +112,11 @@ from statistics import NormalDist
 
 import tensorflow as tf
 
+from numbers import Real
+from typing import Any, ClassVar, Mapping
+
 from ..estimators.chains import map_over_chains
-from .base import Estimate, Estimator, Params
+from .base import Dynamics, Estimate, Estimator, KernelContext, Params
 from .hamcmc import flatten, unflatten
 
 #: Largest dimension (all parameters together) for dense matrices; the diagonal form above.
@@ -164,7 +167,7 @@ def _tiny(dtype: tf.DType) -> float:
 
 
 @dataclass(frozen=True)
-class OSGLD:
+class OSGLD(Dynamics):
     """The OSGLD kernel (module docstring). ``c`` in (0, 1]; ``dense``: None chooses by
     :data:`DENSE_MAX_DIM`; ``detect_burn_in`` keeps the Eq. 17 criterion's state in aux."""
 
@@ -174,6 +177,31 @@ class OSGLD:
     #: n and N, needed by ``init_aux`` for the burn-in window's buffer (set by the set-up).
     batch_size: int = 0
     n_rows: int = 0
+    hyperparameters: ClassVar[tuple[str, ...]] = ("c",)
+    defaults: ClassVar[dict[str, Any]] = {"c": 0.1}
+    xla: ClassVar[bool] = False  # XLA's eigendecompositions measured 5x slower (docs/DESIGN.md)
+    estimators: ClassVar[tuple[str, ...] | None] = ("plain",)
+    shard_refusal: ClassVar[str | None] = "OSGLD's gradient covariance needs every row's gradient on one worker"
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "OSGLD":
+        """``arguments``: ``c`` and ``auto_burn_in`` (default False)."""
+        c = arguments["c"]
+        if isinstance(c, bool) or not isinstance(c, Real) or not 0 < c <= 1:
+            raise ValueError(f"c must be a number in (0, 1] (El hanchi 2018 Eq. 16 suggests 0.1), got {c!r}")
+        n = context.batch_size or 0
+        if context.n_rows and n < 2:
+            raise ValueError(
+                f"osgld estimates the gradient covariance from each minibatch's per-row gradients, so a "
+                f"minibatch needs at least 2 rows; minibatch_size gives {n} "
+                f"of N={context.n_rows}: give e.g. minibatch_size=100"
+            )
+        if context.estimator not in cls.estimators:
+            raise ValueError(
+                f"osgld works with the plain estimator only (its noise correction assumes plain minibatch "
+                f"noise, El hanchi 2018 Eq. 8), got estimator={context.estimator!r}: leave estimator='plain'"
+            )
+        return cls(c=float(c), detect_burn_in=bool(arguments.get("auto_burn_in", False)), batch_size=n, n_rows=context.n_rows)
 
     def _is_dense(self, d: int) -> bool:
         return d <= DENSE_MAX_DIM if self.dense is None else bool(self.dense)

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
-from .base import Estimate, Estimator, Params, stepsize_at
+from typing import Any, ClassVar, Mapping
+
+from .. import inputs
+from .base import Dynamics, Estimate, Estimator, KernelContext, Params, stepsize_at
 
 
 def psgld_update(theta, grad, v, noise, stepsize, beta: float, lam: float):
@@ -33,10 +37,23 @@ def psgld_update(theta, grad, v, noise, stepsize, beta: float, lam: float):
 
 
 @dataclass(frozen=True)
-class PSGLD:
+class PSGLD(Dynamics):
     stepsize: dict
     beta: float = 0.99
     lam: float = 1e-5
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "beta", "lam")
+    defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "PSGLD":
+        beta = arguments["beta"]
+        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:
+            raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            float(beta),
+            inputs.check_positive(arguments["lam"], "lam"),
+        )
 
     def init_aux(self, params: Params, rng) -> dict:
         return {"v": {k: tf.zeros_like(p) for k, p in params.items()}}

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .base import Estimate, Estimator, Params, stepsize_at
+from typing import Any, ClassVar, Mapping
+
+from .. import inputs
+from .base import Dynamics, Estimate, Estimator, KernelContext, Params, stepsize_at
 
 
 def sghmc_kick(nu: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize, alpha, fraction: float = 1.0) -> tf.Tensor:
@@ -20,7 +23,7 @@ def sghmc_kick(nu: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize, alpha
 
 
 @dataclass(frozen=True)
-class SGHMC:
+class SGHMC(Dynamics):
     r"""SGHMC (SPEC §3): each iteration resamples :math:`\nu \sim N(0, \epsilon)`, then ``L``
     times a kick with a fresh minibatch and a drift :math:`\theta \leftarrow \theta + \nu`. The
     first kick after the refresh is a half kick (leapfrog). The R package used a full first kick,
@@ -33,10 +36,25 @@ class SGHMC:
     alpha: dict
     L: int
 
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L")
+    defaults: ClassVar[dict[str, Any]] = {"alpha": 0.01, "L": 5}
+
     @property
     def minibatches_per_iteration(self) -> int:
         """A fresh minibatch for each of the L kicks."""
         return self.L
+
+    @property
+    def gradient_evaluations(self) -> int:
+        return self.L
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGHMC":
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            inputs.per_parameter(arguments["alpha"], context.names, "alpha"),
+            inputs.check_count(arguments["L"], "L"),
+        )
 
     def init_aux(self, params: Params, rng) -> dict:
         return {}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .base import Estimate, Estimator, Params, stepsize_at
+from .base import Dynamics, Estimate, Estimator, Params, stepsize_at
 
 
 def sgld_update(theta: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize) -> tf.Tensor:
@@ -18,7 +18,7 @@ def sgld_update(theta: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize) -
 
 
 @dataclass(frozen=True)
-class SGLD:
+class SGLD(Dynamics):
     stepsize: dict
 
     def init_aux(self, params: Params, rng) -> dict:

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from .base import Estimate, Estimator, Params, reduce_per_chain, stepsize_at
+from typing import Any, ClassVar, Mapping
+
+from .. import inputs
+from .base import Dynamics, Estimate, Estimator, KernelContext, Params, reduce_per_chain, stepsize_at
 
 
 def sgnht_update(theta, u, thermostat, grad, noise, stepsize, a):
@@ -26,11 +29,20 @@ def sgnht_update(theta, u, thermostat, grad, noise, stepsize, a):
 
 
 @dataclass(frozen=True)
-class SGNHT:
+class SGNHT(Dynamics):
     """SGNHT: momentum drawn once from N(0, ε), thermostats start at ``a``."""
 
     stepsize: dict
     a: dict
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "a")
+    defaults: ClassVar[dict[str, Any]] = {"a": 0.01}
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGNHT":
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            inputs.per_parameter(arguments["a"], context.names, "a"),
+        )
 
     def init_aux(self, params: Params, rng) -> dict:
         noise = rng.normal(params)

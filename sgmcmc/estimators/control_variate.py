@@ -8,10 +8,38 @@ signature, so every dynamics can use it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import tensorflow as tf
 
+from .. import inputs
 from ..dynamics.base import Estimate, Params
 from .plain import MinibatchGradient
+from .spec import EstimatorSpec
+
+#: Default SGD iterations of the mode search (Baker et al. 2018's R package).
+N_ITERS_OPT = 10_000
+
+
+@dataclass(frozen=True)
+class ControlVariate(EstimatorSpec):
+    """``estimator="cv"`` or ``ControlVariate(opt_stepsize=..., n_iters_opt=...)``: the
+    estimate below around the mode that ``n_iters_opt`` SGD steps of size ``opt_stepsize`` find
+    (None: chosen from the curvature, :func:`sgmcmc.control_variates.auto_opt_stepsize`);
+    ``n_iters_opt=0`` anchors at the first start. The sampler builds the estimator itself (its
+    mode, anchor and anchor gradient are the sampler's variables)."""
+
+    opt_stepsize: Any = None
+    n_iters_opt: int = N_ITERS_OPT
+    name: ClassVar[str] = "cv"
+    keywords: ClassVar[dict[str, str]] = {"opt_stepsize": "opt_stepsize", "n_iters_opt": "n_iters_opt"}
+
+    def __post_init__(self):
+        object.__setattr__(self, "n_iters_opt", inputs.check_count(self.n_iters_opt, "n_iters_opt", allow_zero=True))
+
+    def settings(self) -> dict[str, Any]:
+        return dict(opt_stepsize=self.opt_stepsize, n_iters_opt=self.n_iters_opt, estimator="cv")
 
 
 class ControlVariateGradient:

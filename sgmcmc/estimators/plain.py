@@ -7,7 +7,8 @@ S a fresh uniform n-subset per chain and per call. Also the batched full-data gr
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -15,9 +16,20 @@ import tensorflow as tf
 from ..dynamics.base import Estimate, Params
 from ..rows import Rows
 from .chains import map_over_chains
+from .spec import EstimatorSpec
 
 LogLik = Callable[[Params, dict[str, tf.Tensor]], tf.Tensor]
 LogPrior = Callable[[Params], tf.Tensor]
+
+@dataclass(frozen=True)
+class Plain(EstimatorSpec):
+    """``estimator="plain"``: the minibatch estimate above (no state, no options)."""
+
+    name: ClassVar[str] = "plain"
+
+    def settings(self) -> dict[str, Any]:
+        return {}  # a plain run's settings and checkpoint fingerprint name no estimator
+
 
 #: Rows per batch when summing the full-data gradient: bounds memory at any N.
 FULL_GRADIENT_BATCH_ROWS = 10_000

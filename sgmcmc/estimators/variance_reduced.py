@@ -42,12 +42,16 @@ Decisions (DESIGN.md):
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, ClassVar
 
 import tensorflow as tf
 
+from .. import inputs
 from ..dynamics.base import Estimate, Params
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
+from .spec import EstimatorSpec, parameter_count
 
 
 def _first_occurrences(indices: tf.Tensor) -> tf.Tensor:
@@ -224,3 +228,58 @@ class SAGAGradient(_WithState):
                 change = tf.where(mask, change, tf.zeros_like(change))
             self.table_sum[name].assign_add(tf.reduce_sum(change, axis=1))
             self.table[name].scatter_update(tf.IndexedSlices(tf.reshape(g, [-1, *g.shape[2:]]), tf.reshape(flat, [-1])))
+
+
+#: SVRG's default iterations between anchor refreshes (SPEC §8).
+SVRG_PERIOD = 100
+#: SAGA's default memory bound in bytes (SPEC §8).
+SAGA_MAX_MEMORY = 2 * 2**30
+
+
+@dataclass(frozen=True)
+class SVRG(EstimatorSpec):
+    """``estimator="svrg"`` or ``SVRG(period=...)``: :class:`SVRGGradient`, the anchor refreshed
+    every ``period`` iterations (the samplers' ``svrg_period=``)."""
+
+    period: int = SVRG_PERIOD
+    name: ClassVar[str] = "svrg"
+    keywords: ClassVar[dict[str, str]] = {"svrg_period": "period"}
+
+    def __post_init__(self):
+        object.__setattr__(self, "period", inputs.check_count(self.period, "svrg_period"))
+
+    def wrap(self) -> Callable:
+        return partial(SVRGGradient, period=self.period)
+
+    def settings(self) -> dict[str, Any]:
+        return dict(estimator="svrg", svrg_period=self.period)
+
+
+@dataclass(frozen=True)
+class SAGA(EstimatorSpec):
+    """``estimator="saga"`` or ``SAGA(max_memory=...)``: :class:`SAGAGradient`, whose table
+    (K·N·d numbers) must fit in ``max_memory`` bytes. Not under XLA (its table is copied every
+    iteration there: 10x slower, docs/DESIGN.md)."""
+
+    max_memory: float = SAGA_MAX_MEMORY
+    name: ClassVar[str] = "saga"
+    keywords: ClassVar[dict[str, str]] = {"max_memory": "max_memory"}
+    xla: ClassVar[bool] = False
+    shard_refusal: ClassVar[str | None] = "SAGA's gradient table and its sum are not yet split across workers"
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_memory", inputs.check_positive(self.max_memory, "max_memory"))
+
+    def wrap(self) -> Callable:
+        return SAGAGradient
+
+    def check_size(self, n_chains: int, n_rows: int, shapes: dict[str, tuple], dtype: tf.DType) -> None:
+        dim = parameter_count(shapes)
+        need = SAGAGradient.table_bytes(n_chains, n_rows, dim, dtype)
+        if need > self.max_memory:
+            raise ValueError(
+                f"estimator='saga' needs a table of {n_chains} chain(s) x {n_rows} rows x {dim} parameters x "
+                f"{tf.as_dtype(dtype).size} bytes = {need:,} bytes ({need / 2**30:.3g} GiB), more than "
+                f"max_memory={self.max_memory:,.0f} bytes. Raise max_memory= if the memory is there, use "
+                f"estimator='svrg' (memory of one full-data gradient per chain), or a smaller model / fewer chains"
+            )

@@ -44,7 +44,6 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from .. import samplers as _samplers
 from ..analysis.stein_discrepancy import ksd
 from ..errors import DivergenceError, StepsizeWarning
 from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
@@ -52,6 +51,13 @@ from ..schedules import Schedule
 from .curvature import NegativeHessian, largest_eigenvalue, largest_safe_mu
 
 #: Samplers tune_stepsize can run (gradient samplers with a stepsize).
+
+def _public():
+    """The public samplers (imported when used: the samplers' set-up imports this package)."""
+    import sgmcmc
+
+    return sgmcmc
+
 TUNABLE = ("sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv", "psgld", "hamcmc")
 
 
@@ -219,7 +225,7 @@ def tune_stepsize(
     first = built[sizes[0]]
     with warnings.catch_warnings():  # the CV check would judge the placeholder stepsize
         warnings.simplefilter("ignore", StepsizeWarning)
-        _samplers.init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
+        _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
     point = {k: v.read_value() for k, v in (first._mode if first.control_variate is not None else first.params).items()}
     plain = first._plain_one_chain if first.control_variate is not None else MinibatchGradient(
         first._plain.log_lik, first._plain.log_prior, first._plain.dataset, 1, 1
@@ -252,7 +258,7 @@ def tune_stepsize(
                 sampler.init_aux()
                 sampler.initialised = True
             else:
-                _samplers.init_sess(sampler, False)
+                _public().init_sess(sampler, False)
         base[mb] = sampler.save(f"{workdir.name}/base_{id(sampler)}")
     saved: dict[int, str] = {}
     total_iters = {i: 0 for i in range(len(candidates))}
@@ -290,7 +296,7 @@ def tune_stepsize(
             thin = max(1, math.ceil((n - skip) / ksd_samples))
             diverged = False
             try:
-                out = _samplers.sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
+                out = _public().sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
                 value = _standardised_ksd(out, exact_scores, scale)
                 saved[i] = sampler.save(f"{workdir.name}/cand_{i}")
             except DivergenceError:

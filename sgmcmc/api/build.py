@@ -1,0 +1,230 @@
+"""From the public arguments to a :class:`~sgmcmc.sampler.Sampler`: every check that needs the
+data or the model, in one pass, before anything is compiled.
+
+``log_lik`` travels from the public function in :class:`~sgmcmc.api.options.Model` to
+:func:`build_sampler`, which hands it to the Sampler; the Sampler's estimator
+(:class:`~sgmcmc.estimators.plain.MinibatchGradient`) calls it under a gradient tape.
+"""
+
+from __future__ import annotations
+
+import secrets
+import zlib
+from functools import partial
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .. import inputs
+from ..constraints import Constrained, check_constraints
+from ..distribute.collective import Collective, failed_worker
+from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
+from ..dynamics import KernelContext
+from ..estimators import ControlVariate, EstimatorSpec, MinibatchCounts
+from ..sampler import ControlVariateSettings, Sampler
+from .methods import Method
+from .options import Model, Setup
+
+
+def chain_starts(params: Any, n_chains: int, dtype: tf.DType) -> tuple[list[dict[str, np.ndarray]], bool]:
+    """The K starting dicts, and whether they were given one per chain."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != n_chains:
+            raise ValueError(
+                f"params is a list of {len(params)} starting dicts but n_chains={n_chains}: give one dict per chain "
+                f"(n_chains={len(params)}), or one dict for every chain to start at"
+            )
+        starts = [inputs.check_params(p, dtype) for p in params]
+        first = starts[0]
+        for i, s in enumerate(starts[1:], start=1):
+            if list(s) != list(first) or any(s[n].shape != first[n].shape for n in first):
+                raise ValueError(
+                    f"params[{i}] has names/shapes {({n: v.shape for n, v in s.items()})} but params[0] has "
+                    f"{({n: v.shape for n, v in first.items()})}: every chain needs the same parameters"
+                )
+        return starts, True
+    one = inputs.check_params(params, dtype)
+    return [one] * n_chains, False
+
+
+def placement_of(method: Method, model: Model, setup: Setup, estimator: EstimatorSpec) -> Placement:
+    """Who computes what under ``setup.strategy`` (:mod:`sgmcmc.distribute.placement`)."""
+    starts, _ = chain_starts(model.params, setup.n_chains, setup.dtype)
+    refusal = method.dynamics.shard_refusal or estimator.shard_refusal
+    what = method.name if method.dynamics.shard_refusal else f"estimator={estimator.name!r}"
+    return placement(setup.strategy, setup.shard_rows, len(starts), what, refusal)
+
+
+def shared_seed(place: Placement, seed: int | None) -> int | None:
+    """With ``seed=None`` under a strategy: one seed drawn for every replica and worker (worker
+    0's draw, gathered), so that the replicas' chains belong to one run and the workers of a
+    rows-sharded run draw the same noise. A given seed is kept (the workers' seeds are compared
+    at the end of set-up, :func:`_row_shard`)."""
+    if seed is not None or not place.distributed:
+        return seed
+    seed = secrets.randbits(63)
+    if place.n_workers > 1:
+        seed = int(Collective(place.n_workers, place.worker).all_gather(np.array([seed], np.int64))[0, 0])
+    return seed
+
+
+def _row_shard(place: Placement, data: dict, minibatch_size: Any, seed: int) -> tuple[RowShard, int]:
+    """With rows sharded: check that every worker passed the same entries (names, row shapes,
+    dtypes) and the same seed, find N = Σ N_w and n, and this worker's n_w
+    (:func:`stratified_batch_sizes`)."""
+    collective = Collective(place.n_workers, place.worker)
+    schema = repr(sorted((k, tuple(v.shape[1:]), np.dtype(v.dtype).str) for k, v in data.items()))
+    n_local = len(next(iter(data.values())))
+    try:
+        status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode()), seed], np.int64))
+    except tf.errors.OpError as error:
+        who = failed_worker(error, place.worker)
+        if who is None and place.n_workers == 2:
+            who = 1 - place.worker
+        raise RuntimeError(
+            f"worker {who if who is not None else '(one of the others)'} did not finish its set-up (a check failed there, "
+            f"or it stopped; see its output): the workers exchange their row counts once every worker's "
+            f"checks have passed, and this one waited {collective.timeout:g} s at most "
+            f"(SGMCMC_COLLECTIVE_TIMEOUT)"
+        ) from error
+    differ = [w for w in range(place.n_workers) if status[w, 1] != status[place.worker, 1]]
+    if differ:
+        raise ValueError(
+            f"with shard_rows=True every worker passes the same entries (names, shapes after the first axis, "
+            f"dtypes); worker(s) {', '.join(map(str, differ))} passed others than this worker's {schema}"
+        )
+    seeds = sorted({int(v) for v in status[:, 2]})
+    if len(seeds) > 1:
+        raise ValueError(
+            f"with shard_rows=True every worker must pass the same seed (they must draw the same noise); "
+            f"got {seeds}. Pass one seed to all workers, or seed=None (one is drawn and shared)"
+        )
+    counts = [int(c) for c in status[:, 0]]
+    n_rows = sum(counts)
+    n = inputs.batch_size(minibatch_size, n_rows)
+    return RowShard(collective, n_rows, n), stratified_batch_sizes(n, counts)[place.worker]
+
+
+def _constrained(method: Method, constraints: Any, start: dict[str, np.ndarray], dtype: tf.DType):
+    """The :class:`~sgmcmc.constraints.Constrained` map of ``constraints``, or None."""
+    if constraints is not None and not method.supports_constraints:
+        raise ValueError(
+            f"{method.name} does not take constraints: its parameters already live on their support "
+            f"(the simplex); remove constraints=..."
+        )
+    bijectors = check_constraints(constraints, list(start))
+    if not bijectors:
+        return None
+    return Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype)
+
+
+def _control_variate(method: Method, spec: ControlVariate, names: list[str], place: Placement, verbose: bool):
+    """The mode search's settings; ``opt_stepsize=None`` is chosen from the curvature
+    (:func:`sgmcmc.control_variates.auto_opt_stepsize`)."""
+    if spec.opt_stepsize is None and place.shard_rows and spec.n_iters_opt:
+        raise ValueError(
+            f"{method.name} with shard_rows=True needs an explicit opt_stepsize: the automatic one is chosen from "
+            f"the curvature of the full data, which is not yet computed across workers (each worker would "
+            f"see its own rows and choose another stepsize)"
+        )
+    opt = None if spec.opt_stepsize is None else inputs.per_parameter(spec.opt_stepsize, names, "opt_stepsize")
+    return ControlVariateSettings(opt, spec.n_iters_opt, verbose)
+
+
+def _counts_estimator(arguments: dict, model: Model, setup: Setup, starts: list, data: dict, n: int):
+    """Checks of a counts-based model before compiling; its estimator factory for the Sampler."""
+    for i, start in enumerate(starts):
+        inputs.check_simplex_params(start, setup.dtype, "params" if len(starts) == 1 else f"params[{i}]")
+    alpha = inputs.check_alpha(arguments["alpha"], starts[0], setup.dtype)
+    inputs.trial_counts(model.counts, data, starts[0], setup.dtype, n)
+    return partial(MinibatchCounts, model.counts, alpha, replace=setup.minibatch_replace)
+
+
+def build_sampler(
+    method: Method,
+    arguments: dict[str, Any],
+    model: Model,
+    setup: Setup,
+    estimator: EstimatorSpec,
+    *,
+    replica: int | None = None,
+    place: Placement | None = None,
+) -> Sampler:
+    """Check everything and make the sampler (nothing is compiled here).
+
+    Parameters
+    ----------
+    method
+        The row of :data:`~sgmcmc.api.methods.METHODS`.
+    arguments
+        The method's own arguments by name (``stepsize``, ``alpha``, …; its dynamics'
+        ``hyperparameters`` and whatever else its ``from_arguments`` reads).
+    model, setup, estimator
+        The user's model, the set-up options and the estimator spec.
+    replica
+        Under a strategy that splits the chains: the local replica whose chains this sampler
+        steps (the whole-chain run builds one sampler per replica).
+    place
+        The placement when the caller has it already (else worked out here).
+    """
+    dtype = setup.dtype
+    place = placement_of(method, model, setup, estimator) if place is None else place
+    if place.splits_chains and replica is None:
+        raise ValueError(
+            f"{method.name}_setup with this strategy would split the chains over {place.n_workers * len(place.devices)} "
+            f"replicas; the step-by-step API steps one process's chains on one device (not supported yet). "
+            f"Use the whole-chain {method.name}(...) with strategy=, or shard_rows=True under MultiWorkerMirroredStrategy"
+        )
+    all_starts, per_chain = chain_starts(model.params, setup.n_chains, dtype)
+    chain_ids = place.chains[replica or 0]
+    starts = [all_starts[c] for c in chain_ids]
+    names = list(starts[0])
+    constrained = _constrained(method, model.constraints, starts[0], dtype)
+    if constrained is not None:  # before the trial evaluation: a start outside a support is refused here
+        unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
+        starts = [unconstrained[id(s)] for s in starts]
+        all_starts = [unconstrained[id(all_starts[0])]]
+    data = inputs.check_dataset(model.dataset, dtype)
+    n_rows = len(next(iter(data.values())))
+    n = None if place.shard_rows else inputs.batch_size(setup.minibatch_size, n_rows)
+    kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))
+    cv = None
+    if isinstance(estimator, ControlVariate):
+        cv = _control_variate(method, estimator, names, place, setup.verbose)
+    seed = shared_seed(place, setup.seed) if place.shard_rows else setup.seed
+    estimator.check_size(len(starts), n_rows, {k: v.shape for k, v in starts[0].items()}, dtype)
+    log_lik, log_prior, make_estimator = model.log_lik, model.log_prior, None
+    if method.model == "counts":
+        make_estimator = _counts_estimator(arguments, model, setup, starts, data, n)
+    else:
+        # The user's functions at the user's (constrained) start: errors name their own code.
+        first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
+        inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=model.check_model)
+    shard = None
+    if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
+        shard, n = _row_shard(place, data, setup.minibatch_size, seed)
+    settings = {h: arguments[h] for h in method.hyperparameters}
+    settings.update(minibatch_size=n if shard is None else shard.batch_size, dtype=dtype.name)
+    if shard is not None:
+        settings.update(shard_rows=True, workers=place.n_workers)
+    estimator_settings = estimator.settings()
+    if method.control_variate:
+        estimator_settings.pop("estimator", None)
+    settings.update(estimator_settings)
+    if setup.minibatch_replace:
+        settings.update(minibatch_replace=True)
+    if constrained is not None:
+        settings.update(constraints=dict(constrained.bijectors))
+        log_lik, log_prior = constrained.wrap(log_lik, log_prior)
+    # XLA where it measured faster (docs/DESIGN.md): the minibatches arrive as blocks gathered on
+    # the host, so the compiled loop has no sampler of its own and XLA fuses the iteration. The
+    # dynamics and the estimator each say whether they suit it; not the count models (not
+    # measured); not with rows sharded (the loop's collective ops run in graph mode).
+    xla = method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
+    return Sampler(
+        method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
+        starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
+        make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
+        xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
+    )

@@ -1,0 +1,212 @@
+"""Whole-chain runs: set up, prepare (:func:`~sgmcmc.session.init_sess`), run in compiled chunks
+(:func:`~sgmcmc.chain.run_chain`) — on one device, over a strategy's replicas, with checkpoints,
+or until OSGLD's burn-in criterion holds."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .. import inputs
+from ..chain import run_chain, run_until_ready
+from ..checkpoints import CheckpointDirectory, fingerprint
+from ..distribute.replicas import run_on_replicas
+from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
+from ..estimators import EstimatorSpec
+from ..sampler import Keep, Sampler
+from ..samples import Samples
+from ..session import init_sess
+from .build import build_sampler, placement_of, shared_seed
+from .methods import Method
+from .options import Chain, Model, Setup
+
+
+def sample_chain(
+    sampler: Sampler,
+    n_iters: int,
+    verbose: bool = True,
+    *,
+    burn_in: int = 0,
+    thin: int = 1,
+    store_gradients: bool = False,
+) -> Samples:
+    """Run ``n_iters`` iterations of a sampler made by a ``*_setup`` function, in compiled chunks.
+
+    A sampler that :func:`~sgmcmc.init_sess` has not prepared is prepared first (for the CV
+    samplers: the mode search). A prepared sampler *continues* from its current state, random
+    stream and iteration count, so ``sample_chain(s, a)`` then ``sample_chain(s, b)`` give the
+    samples of one run of ``a + b`` iterations. ``burn_in`` and ``thin`` count on the sampler's
+    global iteration counter: the kept iterations are ``burn_in + thin``, ``burn_in + 2·thin``, ….
+
+    Parameters
+    ----------
+    sampler : Sampler
+        Made by a ``*_setup`` function.
+    n_iters : int
+        Iterations to run.
+    verbose : bool
+        Show progress.
+    burn_in, thin : int, keyword-only
+        Keep iterations ``burn_in + thin``, ``burn_in + 2·thin``, … (global counter).
+    store_gradients : bool, keyword-only
+        Also keep the estimator's gradient at every kept sample.
+
+    Returns
+    -------
+    Samples
+        As for :func:`sgmcmc.sgld`. Raises :class:`~sgmcmc.DivergenceError`,
+        :class:`~sgmcmc.SamplingError` or :class:`~sgmcmc.Interrupted` carrying the samples kept
+        so far.
+    """
+    if not isinstance(sampler, Sampler):
+        raise TypeError(f"sample_chain needs a sampler made by a *_setup function, got {type(sampler).__name__}")
+    chain = Chain(n_iters=n_iters, burn_in=burn_in, thin=thin, store_gradients=store_gradients, verbose=verbose)
+    keep = chain.keep
+    if chain.store_gradients and sampler.uses_no_gradient:
+        raise ValueError(f"{sampler.method} uses no gradient: store_gradients does not apply; leave it False")
+    # Before the mode search and before any iteration: refuse a run whose samples cannot be kept.
+    it0 = sampler.iteration if sampler.initialised else 0
+    inputs.check_storage(
+        keep.count_until(it0 + chain.n_iters) - keep.count_until(it0), sampler.n_chains, sampler.shapes,
+        sampler.dtype, chain.store_gradients,
+    )
+    if not sampler.initialised:
+        if keep.count_until(chain.n_iters) == 0:
+            raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
+        init_sess(sampler, verbose)
+    return run_chain(
+        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=sampler.settings
+    )
+
+
+def run_whole_chain(
+    method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain
+) -> Samples:
+    """What every whole-chain public function does: check, set up, prepare, run."""
+    if chain.keep.count_until(chain.n_iters) == 0:
+        raise ValueError(
+            f"burn_in={chain.burn_in} is not less than n_iters={chain.n_iters}: no iteration would be kept; "
+            f"give burn_in < n_iters"
+        )
+    place = placement_of(method, model, setup, estimator)
+    if place.distributed and chain.checkpoint_dir is not None:
+        raise ValueError(
+            "checkpoint_dir with a multi-replica strategy is not supported yet: run without checkpoint_dir, "
+            "or checkpoint each worker's run without a strategy"
+        )
+
+    def run(sampler: Sampler, verbose: bool) -> Samples:
+        return sample_chain(
+            sampler, chain.n_iters, verbose, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients
+        )
+
+    if place.splits_chains:
+        setup = dataclasses.replace(setup, seed=shared_seed(place, setup.seed))
+        return run_on_replicas(
+            place, lambda j: build_sampler(method, arguments, model, setup, estimator, replica=j, place=place), run,
+            chain.verbose,
+        )
+    if chain.checkpoint_dir is None:
+        return run(build_sampler(method, arguments, model, setup, estimator, place=place), chain.verbose)
+    return _run_with_checkpoints(method, arguments, model, setup, estimator, chain)
+
+
+def _run_with_checkpoints(
+    method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain
+) -> Samples:
+    """A whole-chain run that saves its state and kept samples every ``checkpoint_every``
+    iterations to ``checkpoint_dir`` and, called again with the same arguments, resumes from the
+    last checkpoint (a finished run's directory returns its result at once). See
+    :mod:`sgmcmc.checkpoints`."""
+    store = CheckpointDirectory(chain.checkpoint_dir)
+    given_seed = setup.seed
+    if given_seed is None and store.manifest is not None:  # a seed=None run resumes with the seed it drew
+        setup = dataclasses.replace(setup, seed=store.manifest["seed"])
+    sampler = build_sampler(method, arguments, model, setup, estimator)
+    keep = chain.keep
+    options = dict(
+        n_iters=chain.n_iters, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients,
+        seed=given_seed,
+    )
+    print_ = fingerprint(
+        method.name, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options, data=model.dataset,
+        functions={"log_lik": model.log_lik, "log_prior": model.log_prior}, starts=model.params,
+    )
+    store.check(print_)
+    inputs.check_storage(
+        keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
+    )
+    preloaded = None
+    if store.manifest is not None:
+        sampler.restore(store.state_prefix)
+        preloaded = store.load_arrays()
+    else:
+        init_sess(sampler, chain.verbose)
+    finished = store.manifest is not None and store.manifest["finished"]
+
+    def checkpoint(storage, done: bool) -> None:
+        n_draws, n_estimates = storage.counts()
+        if done:
+            n_estimates = n_draws
+        store.commit(sampler, print_, storage.new_shard(n_draws, n_estimates), n_draws, n_estimates, done)
+
+    return run_chain(
+        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=chain.verbose,
+        settings=sampler.settings, run_start=0, preloaded=preloaded, checkpoint=None if finished else checkpoint,
+        checkpoint_every=chain.checkpoint_every,
+    )
+
+
+def run_until_burned_in(
+    method: Method,
+    arguments: dict[str, Any],
+    model: Model,
+    setup: Setup,
+    estimator: EstimatorSpec,
+    chain: Chain,
+    max_burn_in: int | None,
+) -> Samples:
+    """A whole chain whose burn-in is found by the kernel's criterion (``kernel.ready``): run until
+    it holds for every chain (at most ``max_burn_in`` iterations, default 10·``n_iters``), then
+    ``n_iters`` iterations kept with ``thin``; ``samples.burn_in_found`` is the iteration at which
+    it first held for all."""
+    if chain.checkpoint_dir is not None:
+        raise ValueError(
+            "auto_burn_in=True cannot be combined with checkpoint_dir (not supported yet): run once with "
+            "auto_burn_in=True to find the burn-in (samples.burn_in_found), then pass burn_in=<that "
+            "number> with checkpoint_dir"
+        )
+    if chain.burn_in:
+        raise ValueError(f"give either burn_in={chain.burn_in} or auto_burn_in=True, not both")
+    max_burn_in = 10 * chain.n_iters if max_burn_in is None else inputs.check_count(max_burn_in, "max_burn_in")
+    sampler = build_sampler(method, arguments, model, setup, estimator)
+    keep = chain.keep
+    inputs.check_storage(
+        keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
+    )
+    init_sess(sampler, chain.verbose)
+    if not run_until_ready(sampler, max_burn_in, chain.verbose):
+        chains = [int(i) for i in np.flatnonzero(~sampler.ready())]
+        which = f" for chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}" if sampler.n_chains > 1 else ""
+        raise BurnInNotFound(
+            f"{method.name}: the burn-in criterion (El hanchi 2018 Eq. 17) did not hold{which} within "
+            f"max_burn_in={max_burn_in} iterations. Give a larger max_burn_in=, start nearer the mode "
+            f"(e.g. at an optimiser's estimate), or set burn_in= yourself with auto_burn_in=False",
+            iteration=sampler.iteration,
+            chains=chains,
+        )
+    found = sampler.iteration
+    settings = dict(sampler.settings, auto_burn_in=True, max_burn_in=max_burn_in)
+    try:
+        samples = run_chain(
+            sampler, chain.n_iters, Keep(found, chain.thin), store_gradients=chain.store_gradients,
+            verbose=chain.verbose, settings=settings,
+        )
+    except (DivergenceError, SamplingError, Interrupted) as error:
+        if isinstance(error.samples, Samples):
+            error.samples.burn_in_found = found
+        raise
+    samples.burn_in_found = found
+    return samples
