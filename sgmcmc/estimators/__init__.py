@@ -31,9 +31,11 @@ def resolve_estimator(estimator: str | EstimatorSpec, **keywords: Any) -> Estima
     """The spec that ``estimator`` (a name or a spec) and the samplers' estimator keywords
     (``opt_stepsize``, ``n_iters_opt``, ``svrg_period``, ``max_memory``) ask for.
 
-    A keyword set away from its default must belong to the chosen estimator, and a spec object
-    carries its own options (then the keywords stay at their defaults): both refused otherwise,
-    naming the fix.
+    A spec object carries its own options (then the keywords must stay at their defaults).
+    ``opt_stepsize`` with an estimator other than ``"cv"`` is refused (it would suggest a mode
+    search that does not happen); the other keywords are ignored by the estimators they do not
+    belong to (``svrg_period`` with ``"saga"``), as before the specs: harmless, and code that
+    loops over estimators with one set of keywords keeps working.
     """
     changed = {k: v for k, v in keywords.items() if not _is_default(v, KEYWORD_DEFAULTS[k])}
     if isinstance(estimator, EstimatorSpec):
@@ -49,17 +51,10 @@ def resolve_estimator(estimator: str | EstimatorSpec, **keywords: Any) -> Estima
             f"got {estimator!r}"
         )
     spec = ESTIMATORS[estimator]
-    foreign = [k for k in changed if k not in spec.keywords]
-    if "opt_stepsize" in foreign:
+    if "opt_stepsize" in changed and "opt_stepsize" not in spec.keywords:
         raise ValueError(
             f"opt_stepsize is the stepsize of the control variate's mode search: it applies only with "
             f"estimator='cv', not {estimator!r}"
-        )
-    if foreign:
-        owners = {k: next(s.name for s in ESTIMATORS.values() if k in s.keywords) for k in foreign}
-        raise ValueError(
-            f"{', '.join(f'{k} applies to estimator={owners[k]!r}' for k in foreign)}, not {estimator!r}: "
-            f"drop it or choose that estimator"
         )
     return spec(**{field: keywords[k] for k, field in spec.keywords.items() if k in keywords})
 
