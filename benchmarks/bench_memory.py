@@ -71,8 +71,8 @@ def one_case(case: str, mode: str, rows: int, iters: int) -> dict:
     import tensorflow as tf
 
     import sgmcmc
-    import sgmcmc.sampler
-    from sgmcmc import inputs
+    import sgmcmc.run.sampler
+    from sgmcmc.checks import inputs
 
     tf.get_logger().setLevel("ERROR")
     # At 10^7 rows the chunk loop failed (before and after this change) with grappler's
@@ -129,7 +129,7 @@ def one_case(case: str, mode: str, rows: int, iters: int) -> dict:
                     return inputs.as_tensor(value)
                 return tf.convert_to_tensor(value, *args, **kwargs)
 
-        sgmcmc.sampler.tf = TF()
+        sgmcmc.run.sampler.tf = TF()
     data_bytes = rows * COLUMNS * 4
     exact = reset_peak()
     baseline = status("VmRSS")

@@ -1,7 +1,7 @@
 """OSGLD's and HAMCMC's per-iteration time relative to SGLD's, at d = 10, 100, 1000 (a linear-Gaussian model).
 
 d ≤ 100 runs OSGLD's dense form (three d × d eigendecompositions per iteration), d = 1000 the
-diagonal form (sgmcmc.dynamics.osgld.DENSE_MAX_DIM). Both samplers run the same model, minibatch
+diagonal form (sgmcmc.step.dynamics.osgld.DENSE_MAX_DIM). Both samplers run the same model, minibatch
 and dtype; times are medians over ``--repeats`` compiled chunks of ``--iters`` iterations, after a
 warm-up chunk (tracing). Record the numbers on a quiet machine.
 

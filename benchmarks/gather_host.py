@@ -1,11 +1,11 @@
-"""Host-side gathers of a chunk's minibatch rows: the variants measured for sgmcmc.rows.
+"""Host-side gathers of a chunk's minibatch rows: the variants measured for sgmcmc.data.rows.
 
 N = 581,012 × 55 float32 (covertype's shape), n = 500 random rows per iteration, 256 iterations
 a chunk; prints µs per iteration (500 rows), medians of 5 repeats, all in one process:
 
   take_axis0      np.take(X, idx, axis=0, out=buf)
   fancy           X[idx]
-  void_fancy      one 220-byte item per row: X.view(void)[idx]   (adopted: sgmcmc.rows)
+  void_fancy      one 220-byte item per row: X.view(void)[idx]   (adopted: sgmcmc.data.rows)
   void_take_out   np.take(void view, idx, out=void buf)
   sorted_take     np.take of the sorted indices (a disk-friendly order; the floor with locality)
   contiguous      np.take of 0..n·T−1 (no cache misses: the copy itself)
@@ -52,8 +52,8 @@ def main(argv=None) -> None:
     contiguous = np.arange(its * n)
     import tensorflow as tf
 
-    from sgmcmc.inputs import as_tensor
-    from sgmcmc.minibatch import CHAIN_STREAM, MinibatchIndices
+    from sgmcmc.checks.inputs import as_tensor
+    from sgmcmc.data.minibatch import CHAIN_STREAM, MinibatchIndices
 
     tensor, tidx = as_tensor(x), tf.constant(idx)
     sampler = MinibatchIndices(args.rows, n)

@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from sgmcmc.minibatch import MAX_EXPECTED_COLLISIONS, draws_for_distinct, sample_indices  # noqa: E402
+from sgmcmc.data.minibatch import MAX_EXPECTED_COLLISIONS, draws_for_distinct, sample_indices  # noqa: E402
 
 
 def scatter_table_sampler(generator, n_rows: int, batch: int, chains: int):

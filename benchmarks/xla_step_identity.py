@@ -24,7 +24,7 @@ import tensorflow as tf  # noqa: E402
 
 import sgmcmc  # noqa: E402
 from logreg_model import log_lik, log_prior, make_data, start  # noqa: E402
-from sgmcmc.sampler import Sampler  # noqa: E402
+from sgmcmc.run.sampler import Sampler  # noqa: E402
 
 _plain_step = Sampler.step
 

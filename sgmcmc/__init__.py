@@ -6,6 +6,8 @@ pSGLD, HAMCMC, OSGLD, BAOAB, SCIR and SGRLD;
 several chains in one compiled loop, and the analysis of their output.
 """
 
+from importlib.metadata import PackageNotFoundError, version as _version
+
 from ._quiet import import_tensorflow_quietly as _import_tensorflow_quietly
 
 _import_tensorflow_quietly()  # before anything imports TensorFlow: see sgmcmc/_quiet.py
@@ -14,7 +16,7 @@ from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_i
 from . import schedules
 from .datasets import get_dataset
 from .errors import BurnInNotFound, CompilationWarning, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
-from .sampler import Sampler
+from .run.sampler import Sampler
 from .api.control_variate import sghmccv, sghmccv_setup, sgldcv, sgldcv_setup, sgnhtcv, sgnhtcv_setup
 from .api.gradient import (
     baoab,
@@ -33,13 +35,18 @@ from .api.gradient import (
     sgnht_setup,
 )
 from .api.runs import sample_chain
+from .step.estimators import SAGA, SVRG, ControlVariate, Plain
 from .api.simplex import scir, scir_setup, sgrld, sgrld_setup
-from .samples import Samples
-from .session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
+from .run.samples import Samples
+from .api.session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 from .tuning import StepsizeCheck, check_stepsize, tune_stepsize
 
 __all__ = [
     "BurnInNotFound",
+    "ControlVariate",
+    "Plain",
+    "SAGA",
+    "SVRG",
     "baoab",
     "baoab_setup",
     "DivergenceError",
@@ -91,8 +98,6 @@ __all__ = [
     "sgnhtcv",
     "sgnhtcv_setup",
 ]
-from importlib.metadata import PackageNotFoundError, version as _version
-
 try:
     __version__ = _version("sgmcmc")  # one source: pyproject.toml
 except PackageNotFoundError:  # run from a source tree that was never installed

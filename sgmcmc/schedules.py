@@ -3,7 +3,7 @@ dict, and evaluated in-graph at the 1-based global iteration ``t`` (the counter 
 thinning use, so a continued or resumed chain continues its schedule).
 
 A schedule is a callable ``schedule(t) -> tensor`` of an int64 scalar tensor; the kernels
-evaluate it through :func:`sgmcmc.dynamics.base.stepsize_at`.
+evaluate it through :func:`sgmcmc.step.dynamics.base.stepsize_at`.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def osgld_chain(X, y, start, n, c, n_iters, seed, prior_precision=0.0, diagonal=
             theta = theta + D @ Y + root @ rng.normal(size=d)
         out[t - 1] = theta
         history.append(Y)
-        # The burn-in test (Eq. 17 reworked, sgmcmc.dynamics.osgld's docstring): window ⌈1/k⌉
+        # The burn-in test (Eq. 17 reworked, sgmcmc.step.dynamics.osgld's docstring): window ⌈1/k⌉
         w = math.ceil(1.0 / k)
         if not ready_at and t - first_move + 1 >= w:
             if burn_in_holds(np.mean(history[-w:], axis=0), H, f * big_n**2 / n * Cu, k, w):

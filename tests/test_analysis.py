@@ -24,7 +24,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 from sgmcmc.analysis import full_gradients, ksd, plot_trace, stein_thin, summary, zv  # noqa: E402
-from sgmcmc.samples import Samples  # noqa: E402
+from sgmcmc.run.samples import Samples  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import reference_ksd  # noqa: E402

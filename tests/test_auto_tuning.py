@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import sgmcmc
-from sgmcmc.control_variates import ModeSearchWarning, auto_opt_stepsize
+from sgmcmc.run.mode_search import ModeSearchWarning, auto_opt_stepsize
 
 
 def test_auto_opt_stepsize_rule():

@@ -23,7 +23,7 @@ import tensorflow as tf
 from checkpoint_model import RUN, X, log_lik, run
 
 import sgmcmc
-import sgmcmc.sampler
+import sgmcmc.run.sampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = {"x": X}
@@ -64,7 +64,7 @@ def test_save_restore_continues_exactly(name, tmp_path):
 
 
 def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, uninterrupted, monkeypatch):
-    original = sgmcmc.sampler.Sampler.sample_groups
+    original = sgmcmc.run.sampler.Sampler.sample_groups
     calls = []
 
     def failing(self, *args, **kwargs):
@@ -73,7 +73,7 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, uninterrupted, mo
             raise tf.errors.InternalError(None, None, "simulated failure")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", failing)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", failing)
     with pytest.raises(sgmcmc.SamplingError):
         run(str(tmp_path), 500)
     monkeypatch.undo()
@@ -117,8 +117,8 @@ def forbid_sampling(monkeypatch) -> None:
     def no_sampling(self, *args, **kwargs):
         raise AssertionError("a finished run sampled again")
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", no_sampling)
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "advance", no_sampling)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", no_sampling)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "advance", no_sampling)
 
 
 def test_finished_directory_returns_at_once_and_other_arguments_are_refused(tmp_path, uninterrupted, monkeypatch):
@@ -176,7 +176,7 @@ def test_changed_data_model_or_start_is_refused_naming_what_changed(tmp_path, un
 
 
 def test_function_digest_sees_closures_globals_and_defaults_not_line_numbers():
-    from sgmcmc.checkpoints import function_digest
+    from sgmcmc.run.checkpoints import function_digest
 
     assert function_digest(scaled_log_lik(1.0)) == function_digest(scaled_log_lik(1.0))
     assert function_digest(scaled_log_lik(1.0)) != function_digest(scaled_log_lik(0.5))
@@ -210,8 +210,8 @@ class _RowCounter:
 
 
 def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path):
-    from sgmcmc.checkpoints import SAMPLED_ROWS, data_digest, entry_digest
-    from sgmcmc.rows import CastEntry
+    from sgmcmc.run.checkpoints import SAMPLED_ROWS, data_digest, entry_digest
+    from sgmcmc.data.rows import CastEntry
 
     x = np.random.default_rng(0).normal(size=(400_000, 8))  # 25.6 MB: above the whole-hash size
     path = str(tmp_path / "x.npy")
@@ -221,7 +221,7 @@ def test_data_digest_of_memmap_h5py_and_memory_agree_and_reads_few_rows(tmp_path
     counter = _RowCounter(x)
     assert entry_digest(counter) == entry_digest(x)
     assert counter.rows_read < SAMPLED_ROWS + 200  # 4,189 of 400,000 rows
-    # A float64 entry of a float32 model reaches the sampler as a CastEntry (sgmcmc.rows): its
+    # A float64 entry of a float32 model reaches the sampler as a CastEntry (sgmcmc.data.rows): its
     # digest is the stored values', read through it a few rows at a time.
     counted = _RowCounter(x)
     assert entry_digest(CastEntry(counted, np.float32)) == entry_digest(x)

@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import reference_simplex as ref  # noqa: E402
-from sgmcmc.dynamics import cir  # noqa: E402
+from sgmcmc.step.dynamics import cir  # noqa: E402
 
 TINY32 = float(np.finfo(np.float32).tiny)  # 1.1754944e-38, float32's smallest normal number
 

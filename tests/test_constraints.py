@@ -180,7 +180,7 @@ def no_sampler(monkeypatch):
     def refuse(self, *args, **kwargs):
         raise AssertionError("a Sampler was built before the bad start was reported")
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "__init__", refuse)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "__init__", refuse)
 
 
 def _scalar_model():

@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 import sgmcmc
-import sgmcmc.pipeline
-from sgmcmc import inputs
-from sgmcmc.rows import CastEntry, Rows
+import sgmcmc.data.pipeline
+from sgmcmc.checks import inputs
+from sgmcmc.data.rows import CastEntry, Rows
 
 N, D = 4_000, 3
 
@@ -79,10 +79,10 @@ def test_the_same_chain_whatever_the_block_size_and_prefetch(stores, monkeypatch
     chunk independence is pinned by test_minibatch's chunking test, which fails on a counter
     started at t0 instead of t0·B.)"""
     reference = _sgld(stores["memory"], burn_in=13, thin=3)["b"]
-    monkeypatch.setattr(sgmcmc.pipeline, "MAX_BLOCK_ITERATIONS", 7)
+    monkeypatch.setattr(sgmcmc.data.pipeline, "MAX_BLOCK_ITERATIONS", 7)
     np.testing.assert_array_equal(reference, _sgld(stores["memory"], burn_in=13, thin=3)["b"])
-    original = sgmcmc.pipeline.BlockFeed.block
-    monkeypatch.setattr(sgmcmc.pipeline.BlockFeed, "block", lambda self, t0, n, prefetch=None: original(self, t0, n))
+    original = sgmcmc.data.pipeline.BlockFeed.block
+    monkeypatch.setattr(sgmcmc.data.pipeline.BlockFeed, "block", lambda self, t0, n, prefetch=None: original(self, t0, n))
     np.testing.assert_array_equal(reference, _sgld(stores["memory"], burn_in=13, thin=3)["b"])
 
 
@@ -111,8 +111,8 @@ def test_chain_k_does_not_depend_on_the_number_of_chains(stores):
 def test_streamed_full_data_gradient_equals_the_in_memory_one(stores):
     """The CV anchor's gradient streamed from h5py in blocks (several blocks: 4,000 rows of
     1,000) equals the closed form, Xᵀ(y − Xb) − b/100, to float64 rounding."""
-    from sgmcmc.estimators import MinibatchGradient
-    import sgmcmc.estimators.plain as plain
+    from sgmcmc.step.estimators import MinibatchGradient
+    import sgmcmc.step.estimators.plain as plain
 
     x, y = _regression()
     b = np.array([0.3, 0.2, -0.1])

@@ -179,14 +179,14 @@ def test_seed_none_is_drawn_once_for_all_workers(cluster):
 def test_sharded_estimate_is_the_stratified_sum(cluster):
     """The stored log-posterior estimates against an independent numpy evaluation of
     log p(θ) + Σ_w (N_w/n_w)·Σ_{i∈S_w} log N(x_i | θ, 1) at the kept state, S_w the rows worker w
-    drew for the next iteration (its own stream, :mod:`sgmcmc.minibatch`), n_w = 60 / 40 of
+    drew for the next iteration (its own stream, :mod:`sgmcmc.data.minibatch`), n_w = 60 / 40 of
     N_w = 603 / 397 (float64: agreement to 1e-9 relative; observed ≤ 2e-16). N_w/n_w = 10.05 and
     9.925 differ from N/n = 10 only by rounding, too little for the posterior test to see a
     global N/n (relative 1e-3 here: this test sees it); a missing all-reduce is off by ~50 %."""
     from scipy import stats
 
     from sgmcmc.distribute.placement import SHARD_STREAM_STRIDE
-    from sgmcmc.minibatch import CHAIN_STREAM, MinibatchIndices
+    from sgmcmc.data.minibatch import CHAIN_STREAM, MinibatchIndices
 
     x = worker.data()[:, 0]
     shards = [x[: worker.SPLIT], x[worker.SPLIT:]]

@@ -18,7 +18,7 @@ import tensorflow as tf
 from reference_estimators import SAGA, SVRG, full
 
 import sgmcmc
-from sgmcmc.estimators import MinibatchGradient, SAGAGradient, SVRGGradient
+from sgmcmc.step.estimators import MinibatchGradient, SAGAGradient, SVRGGradient
 
 N, D, K, BATCH = 40, 2, 2, 5
 

@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 import sgmcmc
-import sgmcmc.chain
-import sgmcmc.sampler
+import sgmcmc.run.chain
+import sgmcmc.run.sampler
 
 ARGS = dict(stepsize=1e-4, minibatch_size=100, verbose=False, seed=5)
 
@@ -27,7 +27,7 @@ def reference(small_gauss):
 
 
 def _patch_run_chunk(monkeypatch, on_call):
-    original = sgmcmc.sampler.Sampler.sample_groups
+    original = sgmcmc.run.sampler.Sampler.sample_groups
     calls = []
 
     def patched(self, *args, **kwargs):
@@ -35,9 +35,9 @@ def _patch_run_chunk(monkeypatch, on_call):
         on_call(len(calls))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "sample_groups", patched)
-    monkeypatch.setattr(sgmcmc.chain, "FIRST_CHUNK", 50)
-    monkeypatch.setattr(sgmcmc.chain, "MAX_CHUNK", 200)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", patched)
+    monkeypatch.setattr(sgmcmc.run.chain, "FIRST_CHUNK", 50)
+    monkeypatch.setattr(sgmcmc.run.chain, "MAX_CHUNK", 200)
     return calls
 
 
@@ -171,7 +171,7 @@ def test_storage_that_cannot_fit_is_refused_before_the_mode_search(small_gauss, 
     def no_mode_search(self, n):
         raise AssertionError("the mode search ran before the storage check")
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "run_opt_chunk", no_mode_search)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "run_opt_chunk", no_mode_search)
     with pytest.raises(MemoryError, match="thin"):
         sgmcmc.sgldcv(small_gauss.log_lik, small_gauss.dataset, small_gauss.params, 1e-4, opt_stepsize=1e-5,
                       log_prior=small_gauss.log_prior, minibatch_size=100, n_iters=10**13, verbose=False, seed=1)

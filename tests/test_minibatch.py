@@ -1,4 +1,4 @@
-"""The minibatch indices (sgmcmc.minibatch) are exact uniform subsets without replacement — first
+"""The minibatch indices (sgmcmc.data.minibatch) are exact uniform subsets without replacement — first
 distinct of i.i.d. draws; top keys for n > N/2 — and a function of (seed, stream, chain,
 iteration) alone: chunking, the number of chains beside a chain, and the other streams change
 nothing."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import sgmcmc.minibatch
-from sgmcmc.minibatch import CHAIN_STREAM, STORAGE_STREAM, MinibatchIndices, draws_for_distinct
+import sgmcmc.data.minibatch
+from sgmcmc.data.minibatch import CHAIN_STREAM, STORAGE_STREAM, MinibatchIndices, draws_for_distinct
 
 
 def draws(n_rows: int, batch_size: int, n_draws: int, seed: int = 0, n_chains: int = 1, per_iteration: int = 1) -> np.ndarray:
@@ -56,7 +56,7 @@ def test_first_distinct_redraws_exactly(monkeypatch):
     runs often) the subsets are still uniform: the redraw keeps the sampler exact. Fails on
     patched copies: the n smallest distinct values instead of the first n (p ≈ 1e-130); a short
     row padded with its last value instead of redrawn (repeats)."""
-    monkeypatch.setattr(sgmcmc.minibatch, "draws_for_distinct", lambda n_rows, batch_size: batch_size + 1)
+    monkeypatch.setattr(sgmcmc.data.minibatch, "draws_for_distinct", lambda n_rows, batch_size: batch_size + 1)
     out = draws(12, 4, 6000, seed=1)
     assert all(len(set(row)) == 4 for row in out)
     assert _uniform_over_subsets(out, 12, 4) > 1e-4  # 495 subsets, 12 draws a cell
@@ -125,7 +125,7 @@ def test_vectorised_first_distinct_equals_the_one_by_one_rule():
     Fails on a patched copy that takes the n smallest distinct values."""
     rng = np.random.default_rng(9)
     values = rng.integers(0, 10, size=(2_000, 12))
-    got, enough = sgmcmc.minibatch.first_distinct(values, 6)
+    got, enough = sgmcmc.data.minibatch.first_distinct(values, 6)
     for row, out, ok in zip(values, got, enough):
         seen = list(dict.fromkeys(row.tolist()))
         assert ok == (len(seen) >= 6)

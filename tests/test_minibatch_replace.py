@@ -12,7 +12,7 @@ from reference_dynamics import sgld_stationary_variance
 from scipy import stats
 
 import sgmcmc
-from sgmcmc.minibatch import CHAIN_STREAM, MinibatchIndices
+from sgmcmc.data.minibatch import CHAIN_STREAM, MinibatchIndices
 
 N_ROWS, BATCH, DRAWS = 10, 4, 20_000
 

@@ -26,8 +26,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import sgmcmc
-import sgmcmc.sampler
-from sgmcmc import inputs
+import sgmcmc.run.sampler
+from sgmcmc.checks import inputs
 
 tfd = tfp.distributions
 
@@ -46,7 +46,7 @@ def nothing_compiled(monkeypatch):
         raise AssertionError("a Sampler was built before the mistake was reported")
 
     monkeypatch.setattr(tf, "function", refuse_function)
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "__init__", refuse_sampler)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "__init__", refuse_sampler)
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ import tensorflow as tf
 from reference_osgld import BURN_IN, CASES, K, N_ITERS, linear_gaussian
 
 import sgmcmc
-import sgmcmc.dynamics.osgld as osgld_module
+import sgmcmc.step.dynamics.osgld as osgld_module
 
 #: name -> per-coordinate (min, max) sd ratio of the numpy reference over seeds 0–2.
 CALIBRATION = {

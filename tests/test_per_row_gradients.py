@@ -6,7 +6,7 @@ the log-likelihood (a broken copy) fail this test."""
 import numpy as np
 import tensorflow as tf
 
-from sgmcmc.estimators.plain import MinibatchGradient
+from sgmcmc.step.estimators.plain import MinibatchGradient
 
 
 def log_lik(p, d):

@@ -34,7 +34,7 @@ import tensorflow as tf
 from reference_preconditioned import bfgs_inverse_hessian, hamcmc_chain, psgld_chain
 
 import sgmcmc
-from sgmcmc.dynamics.hamcmc import lbfgs_pairs, sqrt_apply, two_loop
+from sgmcmc.step.dynamics.hamcmc import lbfgs_pairs, sqrt_apply, two_loop
 
 EIGS = np.array([1000.0, 30.0, 1.0])
 MU = np.array([0.5, -1.0, 2.0])

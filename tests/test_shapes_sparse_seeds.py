@@ -260,11 +260,11 @@ def test_seed_is_numpy_integer_too(small_gauss, run):
 def test_chunking_and_verbose_do_not_change_the_chain(name, small_gauss, run, monkeypatch, capsys):
     """The chain is run in compiled chunks whose length adapts to timing and to verbose; the
     samples must not depend on where the chunk boundaries fall."""
-    import sgmcmc.chain
+    import sgmcmc.run.chain
 
     reference = run(name, small_gauss, n_iters=1_000, seed=12, **_short_opt(name))["theta"]
-    monkeypatch.setattr(sgmcmc.chain, "FIRST_CHUNK", 7)
-    monkeypatch.setattr(sgmcmc.chain, "MAX_CHUNK", 50)
+    monkeypatch.setattr(sgmcmc.run.chain, "FIRST_CHUNK", 7)
+    monkeypatch.setattr(sgmcmc.run.chain, "MAX_CHUNK", 50)
     rechunked = run(name, small_gauss, n_iters=1_000, seed=12, **_short_opt(name))["theta"]
     np.testing.assert_array_equal(rechunked, reference)
     monkeypatch.undo()

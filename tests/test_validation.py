@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import sgmcmc
-import sgmcmc.sampler
+import sgmcmc.run.sampler
 
 tfd = tfp.distributions
 
@@ -27,7 +27,7 @@ def no_sampler(monkeypatch):
     def refuse(self, *args, **kwargs):
         raise AssertionError("a Sampler was built before the bad input was reported")
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, "__init__", refuse)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "__init__", refuse)
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +187,7 @@ def test_minibatch_edge_values_have_one_meaning_each():
     above 1 are counts; NaN, infinities, 0, negatives and booleans are refused with a message
     (NaN fell through to "neither a proportion nor a count", a negative was not called
     negative)."""
-    from sgmcmc.inputs import batch_size
+    from sgmcmc.checks.inputs import batch_size
 
     assert batch_size(1, 1000) == 1 and batch_size(np.int64(1), 1000) == 1
     assert batch_size(1000, 1000) == 1000 and batch_size(1000.0, 1000) == 1000
@@ -401,7 +401,7 @@ def test_divergence_in_mode_search(small_gauss):
 
 
 def _interrupt_on_call(monkeypatch, attribute, call_number):
-    original = getattr(sgmcmc.sampler.Sampler, attribute)
+    original = getattr(sgmcmc.run.sampler.Sampler, attribute)
     calls = []
 
     def interrupted(self, n):
@@ -410,7 +410,7 @@ def _interrupt_on_call(monkeypatch, attribute, call_number):
             raise KeyboardInterrupt
         return original(self, n)
 
-    monkeypatch.setattr(sgmcmc.sampler.Sampler, attribute, interrupted)
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, attribute, interrupted)
     return calls
 
 

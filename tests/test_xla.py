@@ -18,13 +18,13 @@ import tensorflow as tf
 from test_posteriors import BURN_IN, _gradient_noise_cov, _stationary_cov
 
 import sgmcmc
-import sgmcmc.sampler
+import sgmcmc.run.sampler
 
 
 @pytest.fixture
 def xla(monkeypatch):
     monkeypatch.setenv("SGMCMC_XLA", "1")
-    monkeypatch.setattr(sgmcmc.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
+    monkeypatch.setattr(sgmcmc.run.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_step_api_equals_whole_chain_under_xla(name, replace, small_gauss, run, 
     groups) equal the step API's every second state after burn-in, bit for bit: two samplers
     compiled separately reproduce one chain from one seed. Without replacement XLA is forced
     (``SGMCMC_XLA=1``); with replacement it is the default."""
-    monkeypatch.setattr(sgmcmc.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
+    monkeypatch.setattr(sgmcmc.run.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
     if replace:
         monkeypatch.delenv("SGMCMC_XLA", raising=False)
     else:

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from ..samples import Samples, as_samples
+from ..run.samples import Samples, as_samples
 
 #: Columns of :func:`summary`, in order.
 SUMMARY_COLUMNS = ["mean", "sd", "5%", "95%", "mcse_mean", "ess_bulk", "ess_tail", "r_hat"]

@@ -3,7 +3,7 @@ r"""Exact full-data gradients of the log posterior at every sample (SPEC §7).
 .. math::
     \nabla\log\pi(\theta) = \nabla\log p(\theta) + \sum_{i=1}^N \nabla\log p(x_i | \theta),
 
-summed over batches of at most :data:`sgmcmc.estimators.plain.FULL_GRADIENT_BATCH_ROWS` rows and
+summed over batches of at most :data:`sgmcmc.step.estimators.plain.FULL_GRADIENT_BATCH_ROWS` rows and
 vectorised over blocks of samples, so memory stays bounded at any N and any number of samples.
 """
 
@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from .. import inputs
-from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
-from ..rows import Rows
-from ..samples import as_samples
+from ..checks import inputs
+from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
+from ..data.rows import Rows
+from ..run.samples import as_samples
 
 #: Samples per vectorised call.
 SAMPLE_BLOCK = 64

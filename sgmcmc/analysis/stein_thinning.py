@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..samples import Samples
+from ..run.samples import Samples
 from .stein_discrepancy import imq_stein_kernel, imq_stein_kernel_diag, points_and_scores, standardise_points
 
 

@@ -1,9 +1,9 @@
-"""From the public arguments to a :class:`~sgmcmc.sampler.Sampler`: every check that needs the
+"""From the public arguments to a :class:`~sgmcmc.run.sampler.Sampler`: every check that needs the
 data or the model, in one pass, before anything is compiled.
 
 ``log_lik`` travels from the public function in :class:`~sgmcmc.api.options.Model` to
 :func:`build_sampler`, which hands it to the Sampler; the Sampler's estimator
-(:class:`~sgmcmc.estimators.plain.MinibatchGradient`) calls it under a gradient tape.
+(:class:`~sgmcmc.step.estimators.plain.MinibatchGradient`) calls it under a gradient tape.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .. import inputs
+from ..checks import inputs
 from ..constraints import Constrained, check_constraints
 from ..distribute.collective import Collective, failed_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
-from ..dynamics import KernelContext
-from ..estimators import ControlVariate, EstimatorSpec, MinibatchCounts
-from ..sampler import ControlVariateSettings, Sampler
+from ..step.dynamics import KernelContext
+from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
+from ..run.sampler import ControlVariateSettings, Sampler
 from .methods import Method
 from .options import Model, Setup
 
@@ -121,7 +121,7 @@ def _constrained(method: Method, constraints: Any, start: dict[str, np.ndarray],
 
 def _control_variate(method: Method, spec: ControlVariate, names: list[str], place: Placement, verbose: bool):
     """The mode search's settings; ``opt_stepsize=None`` is chosen from the curvature
-    (:func:`sgmcmc.control_variates.auto_opt_stepsize`)."""
+    (:func:`sgmcmc.run.mode_search.auto_opt_stepsize`)."""
     if spec.opt_stepsize is None and place.shard_rows and spec.n_iters_opt:
         raise ValueError(
             f"{method.name} with shard_rows=True needs an explicit opt_stepsize: the automatic one is chosen from "

@@ -8,10 +8,10 @@ import os
 
 import tensorflow as tf
 
-from ..dynamics import SGHMC, SGLD, SGNHT
-from ..estimators import ControlVariate, resolve_estimator
-from ..sampler import Sampler
-from ..samples import Samples
+from ..step.dynamics import SGHMC, SGLD, SGNHT
+from ..step.estimators import ControlVariate, resolve_estimator
+from ..run.sampler import Sampler
+from ..run.samples import Samples
 from .build import build_sampler
 from .docs import CHAIN_OPTIONS, DISTRIBUTE_OPTIONS, SETUP_PARAMETERS, shared_sections
 from .methods import METHODS
@@ -43,7 +43,7 @@ def sgldcv_setup(
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
     mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (None:
-    chosen from the curvature, :func:`sgmcmc.control_variates.auto_opt_stepsize`; from
+    chosen from the curvature, :func:`sgmcmc.run.mode_search.auto_opt_stepsize`; from
     the first start; one mode search and one full-data gradient shared by all chains);
     ``n_iters_opt=0`` anchors the control variate at the first start (no mode search).
     ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as

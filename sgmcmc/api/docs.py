@@ -60,10 +60,10 @@ SETUP_PARAMETERS = (
 )
 
 ESTIMATOR_OPTIONS = r"""
-    Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.estimators`)
+    Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.step.estimators`)
     -----------------------------------------------------------------------
     estimator : {"plain", "cv", "svrg", "saga"} or EstimatorSpec
-        A name, or a spec carrying its options (``sgmcmc.estimators.SVRG(period=50)``,
+        A name, or a spec carrying its options (``sgmcmc.step.estimators.SVRG(period=50)``,
         ``SAGA(max_memory=...)``, ``ControlVariate(opt_stepsize=..., n_iters_opt=...)``; then
         leave the keywords below at their defaults).
         ``"plain"``: :math:`g = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta)`.
@@ -84,7 +84,7 @@ ESTIMATOR_OPTIONS = r"""
         before anything is computed.
     With SGHMC's L inner steps SVRG refreshes at the first; with HAMCMC's two points on one
     minibatch the first point refreshes SVRG's anchor / updates SAGA's table and both see the
-    state from before (see :mod:`sgmcmc.estimators.variance_reduced`).
+    state from before (see :mod:`sgmcmc.step.estimators.variance_reduced`).
 """
 
 CHAIN_OPTIONS = """

@@ -8,10 +8,10 @@ import os
 
 import tensorflow as tf
 
-from ..dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGLD, SGNHT
-from ..estimators import SAGA, SVRG, ControlVariate, EstimatorSpec, resolve_estimator
-from ..sampler import Sampler
-from ..samples import Samples
+from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGLD, SGNHT
+from ..step.estimators import SAGA, SVRG, ControlVariate, EstimatorSpec, resolve_estimator
+from ..run.sampler import Sampler
+from ..run.samples import Samples
 from .build import build_sampler
 from .docs import CHAIN_OPTIONS, DISTRIBUTE_OPTIONS, ESTIMATOR_OPTIONS, SETUP_PARAMETERS, shared_sections
 from .methods import METHODS
@@ -478,7 +478,7 @@ def baoab_setup(
     stationary distribution is exact at any stable h (h < 2σ_min), where SGLD's is biased; with
     minibatches the gradient noise adds variance as for every SG-MCMC method. ``stepsize`` is h
     (a number, a dict or a schedule), ``gamma`` the friction (a number or a dict, > 0; the
-    Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.dynamics.baoab`.
+    Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.step.dynamics.baoab`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -682,7 +682,7 @@ def osgld(
 
     auto_burn_in : bool, keyword-only
         Find the burn-in with El hanchi's criterion (2018 Eq. 17) reworked so that its error rates
-        do not depend on d (derivation in :mod:`sgmcmc.dynamics.osgld`): chain k is ready at the
+        do not depend on d (derivation in :mod:`sgmcmc.step.dynamics.osgld`): chain k is ready at the
         first iteration t at which, with ȳ the mean of the estimates g of the last w = ⌈1/k⌉
         iterations whitened by H^-½ and at least w iterations having moved θ, the components z of
         ȳ in the eigenbasis of its stationary covariance aI + b f(N²/n) H^-½CH^-½ (a, b from the

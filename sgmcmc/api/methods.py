@@ -2,7 +2,7 @@
 
 This is the one place a sampler's name meets its kernel. What a method needs elsewhere
 (arguments and their checks, gradient evaluations per iteration, XLA, estimators it takes,
-whether rows can be sharded) is read from its dynamics class (:class:`sgmcmc.dynamics.base.Dynamics`).
+whether rows can be sharded) is read from its dynamics class (:class:`sgmcmc.step.dynamics.base.Dynamics`).
 Adding a sampler is a kernel, one row here and its two public functions (docs/DESIGN.md).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
+from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
 
 
 @dataclass(frozen=True)

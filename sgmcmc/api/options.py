@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from .. import inputs
-from ..sampler import Keep
+from ..checks import inputs
+from ..run.sampler import Keep
 
 #: ``log_lik(params, dataset)``: the SUM of the log-likelihood over the rows it is given.
 LogLik = Callable[[dict[str, tf.Tensor], dict[str, tf.Tensor]], tf.Tensor]

@@ -1,5 +1,5 @@
-"""Whole-chain runs: set up, prepare (:func:`~sgmcmc.session.init_sess`), run in compiled chunks
-(:func:`~sgmcmc.chain.run_chain`) — on one device, over a strategy's replicas, with checkpoints,
+"""Whole-chain runs: set up, prepare (:func:`~sgmcmc.api.session.init_sess`), run in compiled chunks
+(:func:`~sgmcmc.run.chain.run_chain`) — on one device, over a strategy's replicas, with checkpoints,
 or until OSGLD's burn-in criterion holds."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import inputs
-from ..chain import run_chain, run_until_ready
-from ..checkpoints import CheckpointDirectory, fingerprint
+from ..checks import inputs
+from ..run.chain import run_chain, run_until_ready
+from ..run.checkpoints import CheckpointDirectory, fingerprint
 from ..distribute.replicas import run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
-from ..estimators import EstimatorSpec
-from ..sampler import Keep, Sampler
-from ..samples import Samples
-from ..session import init_sess
+from ..step.estimators import EstimatorSpec
+from ..run.sampler import Keep, Sampler
+from ..run.samples import Samples
+from .session import init_sess
 from .build import build_sampler, placement_of, shared_seed
 from .methods import Method
 from .options import Chain, Model, Setup
@@ -119,7 +119,7 @@ def _run_with_checkpoints(
     """A whole-chain run that saves its state and kept samples every ``checkpoint_every``
     iterations to ``checkpoint_dir`` and, called again with the same arguments, resumes from the
     last checkpoint (a finished run's directory returns its result at once). See
-    :mod:`sgmcmc.checkpoints`."""
+    :mod:`sgmcmc.run.checkpoints`."""
     store = CheckpointDirectory(chain.checkpoint_dir)
     given_seed = setup.seed
     if given_seed is None and store.manifest is not None:  # a seed=None run resumes with the seed it drew

@@ -8,10 +8,10 @@ import os
 
 import tensorflow as tf
 
-from ..dynamics import SCIR, SGRLD
-from ..estimators import resolve_estimator
-from ..sampler import Sampler
-from ..samples import Samples
+from ..step.dynamics import SCIR, SGRLD
+from ..step.estimators import resolve_estimator
+from ..run.sampler import Sampler
+from ..run.samples import Samples
 from .build import build_sampler
 from .docs import DISTRIBUTE_OPTIONS, SIMPLEX_CHAIN, SIMPLEX_PARAMETERS, shared_sections
 from .methods import METHODS

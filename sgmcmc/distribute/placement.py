@@ -6,7 +6,7 @@ Two uses, decided here:
 * **Chains across replicas** (``MirroredStrategy`` over local devices; ``MultiWorkerMirroredStrategy``
   with ``shard_rows=False``): the K chains are split into R equal, contiguous groups, replica r
   (worker-major order) stepping chains ``r·K/R … (r+1)·K/R − 1`` on its device. A chain's random
-  streams depend only on (seed, chain) (:mod:`sgmcmc.random`, :mod:`sgmcmc.minibatch`), so the
+  streams depend only on (seed, chain) (:mod:`sgmcmc.step.random`, :mod:`sgmcmc.data.minibatch`), so the
   chains are those of one ``n_chains=K`` run.
 * **Rows sharded across workers** (``MultiWorkerMirroredStrategy``, ``shard_rows=True``, its
   default): every worker holds all K chains and its own rows; each gradient evaluation is a sum

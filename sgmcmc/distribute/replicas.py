@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..errors import DivergenceError, Interrupted, SamplingError
-from ..samples import Samples
+from ..run.samples import Samples
 from .collective import Collective, failed_worker
 from .placement import Placement
 

@@ -51,9 +51,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from .. import inputs
+from ..checks import inputs
 from ..errors import StepsizeWarning
-from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 Arrays = dict[str, np.ndarray]
 Operator = Callable[[Arrays], Arrays]
@@ -80,7 +80,7 @@ class NegativeHessian:
     Parameters
     ----------
     estimator
-        A one-chain :class:`~sgmcmc.estimators.plain.MinibatchGradient` (its ``log_lik``,
+        A one-chain :class:`~sgmcmc.step.estimators.plain.MinibatchGradient` (its ``log_lik``,
         ``log_prior`` and dataset tensors are used, not its minibatches).
     params
         Name -> value (the parameter's shape) where the Hessian is taken.
@@ -554,7 +554,7 @@ def warn_if_stepsize_too_large(
     (at most ``block_iters`` products each, to ``block_tol``: the ratio only needs to be rough)
     and, when there are two or more, the per-parameter dict (another ``max_iters``), so the
     warning can say when a parameter mixes :data:`SLOW_MIXING_RATIO` or more times slower."""
-    from ..dynamics import SGHMC, SGLD, SGNHT
+    from ..step.dynamics import SGHMC, SGLD, SGNHT
 
     kernel = sampler.kernel
     kinds = {SGLD: "sgld", SGHMC: "sghmc", SGNHT: "sgnht"}

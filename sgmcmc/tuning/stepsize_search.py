@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
 from ..errors import DivergenceError, StepsizeWarning
-from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..schedules import Schedule
 from .curvature import NegativeHessian, largest_eigenvalue, largest_safe_mu
 

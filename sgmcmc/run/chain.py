@@ -1,0 +1,389 @@
+"""Running compiled chunks of iterations from Python: storage, progress, divergence, Ctrl-C.
+
+The chain never leaves TensorFlow within a chunk, and only kept iterations leave the chunk;
+between chunks Python copies them into preallocated numpy storage and updates the progress
+bar. Chunk lengths adapt so a chunk takes about :data:`SECONDS_PER_CHUNK`.
+
+Nothing computed is lost: a divergence, an op error or Ctrl-C raises an exception carrying every
+kept sample (:class:`~sgmcmc.DivergenceError`, :class:`~sgmcmc.SamplingError`,
+:class:`~sgmcmc.Interrupted`). Ctrl-C is deferred to the end of the running chunk (at most about
+half a second with progress shown, two without), so that chunk is kept too; a second Ctrl-C
+interrupts at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..distribute.collective import failed_worker
+from ..errors import DivergenceError, Interrupted, SamplingError
+from .sampler import Keep, Sampler
+from .samples import Samples
+
+SECONDS_PER_CHUNK = 0.5
+FIRST_CHUNK = 100
+MAX_CHUNK = 50_000
+#: Upper bound on one chunk's kept samples held in TensorFlow before the copy to numpy.
+MAX_CHUNK_BYTES = 256 * 2**20
+
+
+def _next_chunk_len(n: int, elapsed: float, first: bool, target: float, max_chunk: int) -> int:
+    """The next chunk's length, aiming at ``target`` seconds a chunk. The first call includes
+    tracing and compilation, so its time says nothing: it only grows the chunk 4×."""
+    growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
+    return int(min(max_chunk, max(1, n * growth)))
+
+
+def _peer_failure(sampler: Sampler, error: BaseException) -> str:
+    """With rows sharded: ", worker w stopped answering" when a collective error names a peer."""
+    if sampler.shard is None:
+        return ""
+    who = failed_worker(error, sampler.shard.collective.worker)
+    return "" if who is None else f": worker {who} stopped answering"
+
+
+def _timed(sampler: Sampler) -> bool:
+    """Whether chunk lengths may follow the clock. Not with rows sharded across workers: every
+    worker must make the same compiled calls (their collective ops pair up call by call), so the
+    chunks grow 4x per chunk up to the cap, the same everywhere."""
+    return sampler.shard is None
+
+
+class _InterruptFlag:
+    """SIGINT sets a flag instead of raising, while a run is in progress in the main thread."""
+
+    def __init__(self):
+        self.raised = False
+
+    def handler(self, signum, frame):
+        if self.raised:  # a second Ctrl-C: the user does not want to wait for the chunk
+            raise KeyboardInterrupt
+        self.raised = True
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[_InterruptFlag]:
+    flag = _InterruptFlag()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield flag  # not ours to change: Ctrl-C behaves as the program set it up
+        return
+    signal.signal(signal.SIGINT, flag.handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class _Storage:
+    """Preallocated arrays for one run's kept samples, in ``(K, n_kept, …)`` layout."""
+
+    def __init__(self, sampler: Sampler, keep: Keep, n_iters: int, store_gradients: bool, run_start: int):
+        self.sampler, self.keep = sampler, keep
+        k, dtype = sampler.n_chains, np.dtype(sampler.dtype.as_numpy_dtype)
+        self.first = keep.count_until(run_start)
+        self.n_kept = keep.count_until(run_start + n_iters) - self.first
+        self.saved_draws = self.saved_estimates = 0  # what checkpoint shards already hold
+        self.draws = {name: np.empty((k, self.n_kept, *shape), dtype) for name, shape in sampler.shapes.items()}
+        self.log_posterior = np.full((k, self.n_kept), np.nan, dtype)
+        self.gradients = (
+            {name: np.full((k, self.n_kept, *shape), np.nan, dtype) for name, shape in sampler.shapes.items()}
+            if store_gradients
+            else None
+        )
+        self.store_gradients = store_gradients
+
+    def add_chunk(self, it0: int, chunk, group_len: int) -> None:
+        """A chunk of groups of ``group_len`` iterations from ``it0``: group j ends at iteration
+        ``it0 + (j + 1)·group_len`` (its state is kept if that iteration is) and its first
+        iteration made the estimate at the state ``it0 + j·group_len`` (kept with the sample there,
+        unless an earlier run — continuation — kept that sample)."""
+        j = np.arange(len(chunk.log_posts))
+        ends = it0 + (j + 1) * group_len
+        ok = (ends - it0 <= chunk.done) & (ends > self.keep.burn_in) & ((ends - self.keep.burn_in) % self.keep.thin == 0)
+        where = (ends[ok] - self.keep.burn_in) // self.keep.thin - 1 - self.first
+        for name, values in chunk.samples.items():
+            self.draws[name][:, where] = np.swapaxes(values[ok], 0, 1)
+        starts = it0 + j * group_len
+        ok = (starts - it0 < chunk.done) & (starts > self.keep.burn_in) & ((starts - self.keep.burn_in) % self.keep.thin == 0)
+        where = (starts - self.keep.burn_in) // self.keep.thin - 1 - self.first
+        ok &= where >= 0
+        self.log_posterior[:, where[ok]] = chunk.log_posts[ok].T
+        if self.gradients is not None:
+            for name, values in chunk.grads.items():
+                self.gradients[name][:, where[ok]] = np.swapaxes(values[ok], 0, 1)
+
+    def preload(self, draws, log_posterior, gradients, n_draws: int, n_estimates: int) -> None:
+        """The samples of a resumed run's checkpoint shards."""
+        for name, values in draws.items():
+            self.draws[name][:, :n_draws] = values
+        if log_posterior is not None:
+            self.log_posterior[:, :n_estimates] = log_posterior
+        if self.gradients is not None and gradients is not None:
+            for name, values in gradients.items():
+                self.gradients[name][:, :n_estimates] = values
+        self.saved_draws, self.saved_estimates = n_draws, n_estimates
+
+    def counts(self) -> tuple[int, int]:
+        """Kept draws so far, and how many of them have their estimate (made by the iteration
+        after the draw, or by :meth:`finish`)."""
+        t = self.sampler.iteration
+        n_draws = self.keep.count_until(t) - self.first
+        n_estimates = max(0, self.keep.count_until(t - 1) - self.first)
+        return n_draws, n_estimates
+
+    def new_shard(self, n_draws: int, n_estimates: int) -> dict[str, np.ndarray]:
+        """What checkpoint shards do not hold yet."""
+        a, e = self.saved_draws, self.saved_estimates
+        shard = {f"draws/{name}": v[:, a:n_draws] for name, v in self.draws.items()}
+        shard["log_posterior"] = self.log_posterior[:, e:n_estimates]
+        if self.gradients is not None:
+            shard.update({f"grads/{name}": v[:, e:n_estimates] for name, v in self.gradients.items()})
+        self.saved_draws, self.saved_estimates = n_draws, n_estimates
+        return shard
+
+    def finish(self) -> None:
+        """The estimate at the last kept sample, when no iteration after it has run."""
+        t = self.sampler.iteration
+        if self.saved_estimates >= self.n_kept:
+            return  # a finished run read back from its checkpoint directory
+        if self.n_kept and self.keep.count_until(t) > self.keep.count_until(t - 1):
+            est = self.sampler.estimate_for_storage()
+            self.log_posterior[:, -1] = est.log_post
+            if self.gradients is not None:
+                for name, g in est.grads.items():
+                    self.gradients[name][:, -1] = g
+
+    def samples(self, settings: dict, until: int | None = None) -> Samples:
+        """What is kept so far (up to iteration ``until``, default the sampler's), as
+        :class:`~sgmcmc.Samples` (R layout for one chain)."""
+        m = self.keep.count_until(self.sampler.iteration if until is None else until) - self.first
+
+        def layout(a):
+            a = a[:, :m]
+            return a[0] if self.sampler.n_chains == 1 else a
+
+        draws, unconstrained = {name: layout(a) for name, a in self.draws.items()}, None
+        if self.sampler.constraints is not None:  # the chain ran on the unconstrained scale
+            draws, unconstrained = self.sampler.constraints.to_constrained(draws), draws
+        return Samples(
+            draws,
+            unconstrained=unconstrained,
+            n_chains=self.sampler.n_chains,
+            gradients=None if self.gradients is None else {n: layout(a) for n, a in self.gradients.items()},
+            log_posterior=layout(self.log_posterior),
+            method=self.sampler.method,
+            seed=self.sampler.seed,
+            settings=settings,
+        )
+
+
+def run_chain(
+    sampler: Sampler,
+    n_iters: int,
+    keep: Keep,
+    *,
+    store_gradients: bool = False,
+    verbose: bool = True,
+    settings: dict | None = None,
+    run_start: int | None = None,
+    preloaded: tuple | None = None,
+    checkpoint=None,
+    checkpoint_every: int | None = None,
+) -> Samples:
+    """Run ``n_iters`` more iterations of ``sampler`` in compiled chunks and return the kept ones.
+
+    ``run_start`` (default: the sampler's iteration now) is where the run began: a run resumed
+    from a checkpoint began before the sampler's current iteration, and ``preloaded`` holds what
+    its shards kept (``CheckpointDirectory.load_arrays``). ``checkpoint(storage,
+    finished)``, if given, is called every ``checkpoint_every`` iterations and at the end.
+
+    Raises
+    ------
+    DivergenceError
+        At the first NaN/Inf in a state or log-posterior estimate, carrying every earlier kept
+        sample and naming the chain(s).
+    SamplingError
+        When an operation fails mid-run, carrying every kept sample of the completed chunks.
+    Interrupted
+        On Ctrl-C, after the running chunk, carrying every kept sample.
+    """
+    settings = dict(settings or {}, burn_in=keep.burn_in, thin=keep.thin, n_iters=n_iters)
+    run_start = sampler.iteration if run_start is None else run_start
+    storage = _Storage(sampler, keep, n_iters, store_gradients, run_start)
+    if preloaded is not None:
+        storage.preload(*preloaded)
+    return _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every)
+
+
+def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every):
+    """The chunk loop of :func:`run_chain`, from the sampler's current iteration to the run's end."""
+    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // sampler.bytes_per_kept(store_gradients))))
+    xla_groups = sampler.max_groups_per_call(store_gradients)
+    if xla_groups is not None:  # XLA's sampling call has fixed storage
+        max_chunk = max(1, min(max_chunk, keep.thin * xla_groups))
+    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
+    if checkpoint_every:
+        max_chunk = max(1, min(max_chunk, checkpoint_every))
+    chunk_len, first = min(FIRST_CHUNK, max_chunk), True
+    done = sampler.iteration - run_start
+    last_checkpoint = sampler.iteration
+    desc = sampler.method
+    bar = tqdm(total=n_iters, initial=done, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    try:
+        with _deferred_interrupt() as interrupt:
+            while done < n_iters:
+                it0 = sampler.iteration
+                remaining = n_iters - done
+                to_boundary = keep.to_boundary(it0)
+                # Sampling chunks are groups ending on kept iterations; see _Storage.add_chunk.
+                groups, group_len = 0, keep.thin
+                if it0 < keep.burn_in:  # burn-in: nothing kept
+                    n = min(chunk_len, keep.burn_in - it0, remaining)
+                elif to_boundary and to_boundary <= remaining:  # continuing mid-group: finish it
+                    groups, group_len = 1, to_boundary
+                elif to_boundary:
+                    n = remaining  # ends before the next kept iteration: nothing kept
+                elif remaining >= keep.thin:
+                    groups = max(1, min(chunk_len, remaining) // keep.thin)
+                else:  # a tail shorter than thin: no sample, but the estimate at the last kept one
+                    groups, group_len = 1, remaining
+                if groups:
+                    n = groups * group_len
+                start = time.perf_counter()
+                try:
+                    chunk = sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:
+                    raise SamplingError(
+                        f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} ({type(error).__name__}: "
+                        f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}). The samples kept "
+                        f"until iteration {it0} are in the exception's `samples` attribute",
+                        iteration=it0,
+                        # Not the sampler's iteration: a chunk runs as several compiled calls, and
+                        # those before the failing one advanced it without their samples stored.
+                        samples=storage.samples(settings, until=it0),
+                    ) from error
+                elapsed = time.perf_counter() - start
+                if groups:
+                    storage.add_chunk(it0, chunk, group_len)
+                if chunk.diverged_at:
+                    at = chunk.diverged_at
+                    chains = np.flatnonzero(~chunk.finite_chains)
+                    where = (
+                        f" in chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}"
+                        if sampler.n_chains > 1 and 0 < len(chains) < sampler.n_chains
+                        else ""
+                    )
+                    raise DivergenceError(
+                        f"{desc} diverged at iteration {at}{where}: the state or the log-posterior estimate "
+                        f"became NaN or Inf; try a smaller stepsize. The samples kept before it are in the "
+                        f"exception's `samples` attribute",
+                        iteration=at,
+                        samples=storage.samples(settings),
+                    )
+                done += n
+                bar.update(n)
+                last = chunk.last_log_post
+                bar.set_postfix(log_post=f"{last[0]:.6g}" if len(last) == 1 else f"{np.median(last):.6g} (median)", refresh=False)
+                if interrupt.raised:
+                    raise Interrupted(
+                        f"{desc} interrupted after iteration {sampler.iteration}: the samples kept so far are "
+                        f"in the exception's `samples` attribute, and sample_chain(sampler, n) continues the chain",
+                        iteration=sampler.iteration,
+                        samples=storage.samples(settings),
+                    )
+                if checkpoint is not None and done < n_iters and sampler.iteration - last_checkpoint >= checkpoint_every:
+                    checkpoint(storage, False)
+                    last_checkpoint = sampler.iteration
+                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, max_chunk)
+                first = False
+    finally:
+        bar.close()
+    storage.finish()
+    if checkpoint is not None:
+        checkpoint(storage, True)
+    return storage.samples(settings)
+
+
+def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
+    """The SGD mode search of the control-variate samplers, in compiled chunks with progress."""
+    desc = f"{sampler.method}: finding the mode"
+    chunk_len, done, first = FIRST_CHUNK, 0, True
+    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
+    bar = tqdm(total=n_iters, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    try:
+        while done < n_iters:
+            n = min(chunk_len, n_iters - done)
+            start = time.perf_counter()
+            chunk = sampler.run_opt_chunk(n)
+            elapsed = time.perf_counter() - start
+            if chunk.diverged_at:
+                raise DivergenceError(
+                    f"{desc}: the mode search diverged at its step {done + chunk.diverged_at} (NaN or Inf); "
+                    f"try a smaller opt_stepsize. No samples exist yet",
+                    iteration=done + chunk.diverged_at,
+                )
+            done += n
+            bar.update(n)
+            bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
+            chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
+            first = False
+    finally:
+        bar.close()
+
+
+def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
+    """Burn-in found by the kernel (OSGLD's Eq. 17): run compiled chunks until the kernel's
+    ``ready(aux)`` holds for every chain or the sampler's iteration reaches ``max_iters``; returns
+    whether it holds. The chain is the same as without the search (only the loop's stopping point
+    depends on it), so a later run continues it exactly. Nothing is kept during the search: a
+    divergence, an op error or Ctrl-C raises with empty ``samples``."""
+    desc = f"{sampler.method}: burn-in"
+    chunk_len, first = FIRST_CHUNK, True
+    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
+    bar = tqdm(total=max_iters, initial=sampler.iteration, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    try:
+        with _deferred_interrupt() as interrupt:
+            while not sampler.ready().all() and sampler.iteration < max_iters:
+                it0 = sampler.iteration
+                n = min(chunk_len, max_iters - it0)
+                start = time.perf_counter()
+                try:
+                    chunk = sampler.advance_until_ready(n)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:
+                    raise SamplingError(
+                        f"{desc} failed in iterations {it0 + 1}–{it0 + n} ({type(error).__name__}: {error}); "
+                        f"no samples are kept during the burn-in search",
+                        iteration=it0,
+                        samples={},
+                    ) from error
+                elapsed = time.perf_counter() - start
+                if chunk.diverged_at:
+                    raise DivergenceError(
+                        f"{desc}: the chain diverged at iteration {chunk.diverged_at} (NaN or Inf) before the "
+                        f"burn-in criterion held; no samples are kept during the burn-in search",
+                        iteration=chunk.diverged_at,
+                    )
+                bar.update(chunk.done)
+                if interrupt.raised:
+                    raise Interrupted(
+                        f"{desc} interrupted after iteration {sampler.iteration}, before the burn-in criterion "
+                        f"held: no samples yet",
+                        iteration=sampler.iteration,
+                        samples={},
+                    )
+                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
+                first = False
+    finally:
+        bar.close()
+    return bool(sampler.ready().all())

@@ -1,0 +1,824 @@
+"""The sampler object: chain state in variables, and the one compiled step both APIs share.
+
+``Sampler._step`` is the only place one iteration is written. The whole-chain API traces it
+inside loops (:meth:`Sampler.advance` for iterations kept by nobody, :meth:`Sampler.sample_groups`
+for groups of ``thin`` iterations ending in a kept one: many iterations per call, only kept
+iterations written to ``TensorArray`` s); the step-by-step API runs one iteration
+(:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
+pass the same global iteration ``t``, so the same seed gives the same chain.
+
+K chains are stepped together: every state tensor has a leading chain axis (see
+:mod:`sgmcmc.step.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
+for one chain (R), ``[K, *shape]`` for several.
+
+With ``constraints`` the sampler is built on the unconstrained scale (starts, wrapped
+``log_lik``/``log_prior``, :mod:`sgmcmc.constraints`): its state, ``shapes`` and stored
+gradients are unconstrained, and only :meth:`Sampler.get_params` and the returned samples map
+back to the constrained scale.
+
+Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) by
+default, except SAGA and OSGLD, which XLA slows down (10× and 5×), and the count models (not
+measured); ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
+arrive as blocks gathered on the host (:mod:`sgmcmc.data.pipeline`), so the loop has no sampler of its
+own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
+for every minibatch kind and chain count measured). Under XLA the step API calls the loop's own
+``advance`` program with n = 1 and a block holding one iteration, because two XLA programs of
+the same iteration may round differently in the last bit; in graph mode it calls a step function
+of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.run.graph_options`). A model XLA
+cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
+first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
+indices where graph mode raises.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from ..step.dynamics import SGD
+from ..step.contract import BoundEstimator, Estimate
+from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
+from ..step.estimators import ControlVariateGradient, MinibatchGradient
+from ..distribute.placement import RowShard
+from .graph_options import package_call_options
+from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
+from ..data.pipeline import BlockFeed, iterations_per_block
+from ..step.random import ChainRandom
+from ..data.rows import Rows
+
+#: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
+#: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
+#: every chunk length shares one compiled program.
+XLA_MAX_GROUPS = 4096
+XLA_BUFFER_BYTES = 16 * 2**20
+
+
+def default_jit_compile(xla_by_default: bool) -> bool:
+    """``xla_by_default`` (where XLA measured faster: ``sgmcmc.api.build``) unless the environment
+    says ``SGMCMC_XLA=0`` (graph) or ``1`` (XLA) (module docstring)."""
+    value = os.environ.get("SGMCMC_XLA", "auto").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value not in ("", "auto"):
+        raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode), 1 (XLA) or auto (the default)")
+    return xla_by_default
+
+
+@dataclass(frozen=True)
+class ControlVariateSettings:
+    """What the control-variate samplers add: the mode search before sampling."""
+
+    opt_stepsize: dict[str, float]
+    n_iters_opt: int
+    verbose: bool
+
+
+class Keep(NamedTuple):
+    """Which iterations a run keeps: ``burn_in + thin, burn_in + 2 thin, …`` (global counter)."""
+
+    burn_in: int
+    thin: int
+
+    def count_until(self, t: int) -> int:
+        """How many kept iterations are ≤ ``t``."""
+        return max(0, (t - self.burn_in) // self.thin)
+
+    def is_kept(self, t: int) -> bool:
+        return t > self.burn_in and (t - self.burn_in) % self.thin == 0
+
+    def to_boundary(self, t: int) -> int:
+        """Iterations from ``t`` to the end of burn-in or the next kept iteration (0 if ``t`` is
+        on one): sampling chunks start on such a boundary."""
+        if t < self.burn_in:
+            return self.burn_in - t
+        return (-(t - self.burn_in)) % self.thin
+
+
+class ChunkResult(NamedTuple):
+    samples: dict[str, np.ndarray]  # [groups, K, *shape]: the state at the end of each group
+    log_posts: np.ndarray | None  # [groups, K]: the estimate at the state each group started from
+    grads: dict[str, np.ndarray]  # [groups, K, *shape] or {}
+    last_log_post: np.ndarray  # [K]
+    done: int  # iterations completed (< n on divergence)
+    diverged_at: int  # 0, or the global iteration that produced a non-finite value
+    finite_chains: np.ndarray  # [K] bool, at the divergence
+
+
+def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.Tensor:
+    """[K] flags: chain k's log-posterior estimate and every element of its state are finite (a
+    sum is finite only if every term is, barring overflow of values that are diverging anyway)."""
+    total = log_post
+    for p in params.values():
+        total = total + tf.reduce_sum(tf.reshape(p, [tf.shape(p)[0], -1]), axis=1)
+    return tf.math.is_finite(total)
+
+
+def _iteration_of(block: dict, i: tf.Tensor) -> dict:
+    """Iteration ``i`` of a block (:mod:`sgmcmc.data.pipeline`): ``rows`` name -> ``[D, K, n, …]``,
+    ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
+    a variable (the iteration counter) for each value of it, i.e. at every call."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, i), block)
+
+
+def _check_minibatches_taken(rng: ChainRandom, batches: dict | None, method: str) -> None:
+    """At trace time: the kernel used every minibatch its ``minibatches_per_iteration`` announced
+    (a kernel that takes fewer would leave rows drawn for nothing, and its chain would change if
+    the count were corrected)."""
+    if batches is not None and rng.minibatches_taken() != batches["indices"].shape[0]:
+        raise RuntimeError(
+            f"{method}: the kernel used {rng.minibatches_taken()} minibatches in an iteration but announced "
+            f"{batches['indices'].shape[0]} (minibatches_per_iteration)"
+        )
+
+
+class Sampler:
+    """One or more SG-MCMC chains: what ``*_setup`` returns.
+
+    Attributes
+    ----------
+    params : dict[str, tf.Variable]
+        The current state, ``shape`` per parameter for one chain, ``(n_chains, *shape)`` for
+        several. User code may read it (e.g. a test-set log-loss) after every step. With
+        ``constraints`` these are the UNconstrained values ξ the chain moves;
+        :meth:`get_params` gives the constrained θ = b(ξ).
+    constraints : sgmcmc.constraints.Constrained or None
+        The bijectors and shapes when the sampler was set up with ``constraints``.
+    method : str
+        ``"sgld"``, ``"sghmccv"``, …
+    seed : int
+        The seed in use (drawn at random when none was given).
+    n_chains : int
+    iteration : int
+        Iterations run since :func:`sgmcmc.init_sess` (the global counter burn-in and thinning
+        count on).
+    jit_compile : bool
+        Whether the chain runs as XLA programs (see the module docstring); becomes False if XLA
+        cannot compile the model.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        kernel,
+        log_lik,
+        log_prior,
+        dataset: dict[str, np.ndarray],
+        starts: list[dict[str, np.ndarray]],
+        batch_size: int,
+        seed: int | None,
+        dtype: tf.DType,
+        control_variate: ControlVariateSettings | None = None,
+        *,
+        starts_given_per_chain: bool = False,
+        settings: dict | None = None,
+        make_estimator=None,
+        constraints=None,
+        wrap_estimator=None,
+        minibatch_replace: bool = False,
+        xla_by_default: bool = False,
+        chains: list[int] | None = None,
+        shard: RowShard | None = None,
+        mode_start: dict[str, np.ndarray] | None = None,
+    ):
+        """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
+        in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
+        ``wrap_estimator(plain, like)``, if given, makes a stateful estimator around the plain one
+        (SVRG, SAGA: :mod:`sgmcmc.step.estimators.variance_reduced`), ``like`` the ``[K, *shape]``
+        starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement.
+        ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one.
+        ``chains``: the global indices of the chains this sampler steps (default 0 … K − 1; a
+        replica's share under a strategy, :mod:`sgmcmc.distribute.placement`). ``shard``: this
+        worker's part when the rows are sharded across workers (``dataset`` is then its rows,
+        ``batch_size`` its n_w; every gradient evaluation is all-reduced). ``mode_start``: where
+        the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
+        another replica's share)."""
+        self.method = method
+        #: A model with no gradient (the count models of scir/sgrld): ``store_gradients`` is refused.
+        self.uses_no_gradient = make_estimator is not None
+        self.kernel = kernel
+        self.dtype = dtype
+        self.seed = int(seed) if seed is not None else secrets.randbits(63)
+        self.batch_size = batch_size
+        self.n_chains = len(starts)
+        self.n_rows = int(next(iter(dataset.values())).shape[0])
+        self.control_variate = control_variate
+        self.settings = dict(settings or {})
+        self.constraints = constraints  # starts and functions are already unconstrained (_build)
+        self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
+        self._starts = starts
+        self._mode_start = starts[0] if mode_start is None else mode_start
+        self._starts_given_per_chain = starts_given_per_chain
+        self.chain_ids = list(range(self.n_chains)) if chains is None else [int(c) for c in chains]
+        if len(self.chain_ids) != self.n_chains:
+            raise ValueError(f"{len(self.chain_ids)} chain indices for {self.n_chains} starts")
+        self.shard = shard
+        reduce = None if shard is None else shard.collective.all_reduce_sum
+        self.rng = ChainRandom(self.seed, CHAIN_STREAM, dtype, self.n_chains, self.chain_ids)
+        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, dtype, self.n_chains, self.chain_ids)
+        self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
+        self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
+        self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
+        # The rows are read where they are (sgmcmc.data.rows): the estimators get the entries, and the
+        # minibatches reach the compiled loop as blocks gathered ahead (sgmcmc.data.pipeline).
+        self.rows = Rows(dataset, dtype.as_numpy_dtype)
+        per_iteration = int(getattr(kernel, "minibatches_per_iteration", 1))
+        self._minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
+        self._feeds: dict = {}
+        if make_estimator is not None:  # a model other than log_lik + log_prior (scir, sgrld: counts)
+            if control_variate is not None:
+                raise ValueError("a sampler with its own estimator has no control-variate mode search")
+            self._plain = None
+            self.estimator = make_estimator(dataset, batch_size, self.n_chains)
+        elif control_variate is None:
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
+            self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
+        else:
+            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
+            self._plain_one_chain = (
+                self._plain
+                if self.n_chains == 1
+                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce)
+            )
+            self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, dtype, 1)
+            self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in self._mode_start.items()}
+            self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
+            self._anchor_grad = {
+                k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in starts[0].items()
+            }
+            self.estimator = ControlVariateGradient(self._plain, self._anchor, self._anchor_grad)
+        self._aux: dict | None = None
+        self.initialised = False
+        self._jit_compile = False
+        self.jit_compile = default_jit_compile(xla_by_default)
+        self._xla_ran: set = set()  # compiled functions XLA has compiled and run once
+        self._compiled_step = None  # the step API's call (_make_step)
+        self._step_function = None  # the concrete function it runs
+        self._functions: dict = {}
+        self._run_opt_chunk = None
+        self._opt_iteration = 0  # steps of the mode search so far
+        self._estimate_for_storage = None
+
+    @property
+    def jit_compile(self) -> bool:
+        return self._jit_compile
+
+    @jit_compile.setter
+    def jit_compile(self, value: bool) -> None:
+        """The compilation mode of every compiled function of this sampler."""
+        self._jit_compile = bool(value)
+
+    # -- layout -----------------------------------------------------------------------------
+    def _user_layout(self, name: str, starts: list[dict[str, np.ndarray]]) -> np.ndarray:
+        if self.n_chains == 1:
+            return starts[0][name]
+        return np.stack([s[name] for s in starts])
+
+    def _read_params(self) -> dict[str, tf.Tensor]:
+        """The state with the chain axis, ``[K, *shape]``."""
+        if self.n_chains == 1:
+            return {k: v.read_value()[None] for k, v in self.params.items()}
+        return {k: v.read_value() for k, v in self.params.items()}
+
+    def _write_params(self, params: dict[str, tf.Tensor]) -> None:
+        for k, v in self.params.items():
+            v.assign(params[k][0] if self.n_chains == 1 else params[k])
+
+    def _read_state(self):
+        return self._read_params(), tf.nest.map_structure(lambda v: v.read_value(), self._aux)
+
+    def _write_state(self, state) -> None:
+        params, aux = state
+        self._write_params(params)
+        tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
+
+    # -- one iteration -------------------------------------------------------------------
+    def _step(self, state, t: tf.Tensor, batches: dict):
+        """One iteration of the chains, a pure function of the state ``(params, aux)``, the
+        global iteration ``t`` and its minibatches ``batches`` (one iteration of a block,
+        :mod:`sgmcmc.data.pipeline`): returns the new state and the estimate made at the state it
+        started from."""
+        params, aux = state
+        self.rng.begin(t, batches)
+        estimate = BoundEstimator(self.estimator, self.rng, t)
+        new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
+        _check_minibatches_taken(self.rng, batches, self.method)
+        return (new_params, new_aux), est
+
+    # -- compiled entry points ------------------------------------------------------------
+    def _iterate(self, state, prev, t0, k, diverged_at, block, origin, until_ready: bool = False):
+        """``k`` iterations from global iteration ``t0`` with nothing stored, stopping at the
+        first non-finite value (``diverged_at`` then holds its iteration and ``prev`` the last
+        finite state) and, ``until_ready``, once the kernel's ``ready(aux)`` holds for every
+        chain. Iteration t reads ``block[t − origin − 1]``. Returns ``(state, prev, diverged_at,
+        last_log_post, iterations_run)``."""
+
+        def body(i, state, prev, diverged_at, last):
+            t = t0 + i + 1
+            new, est = self._step(state, t, _iteration_of(block, t - origin - 1))
+            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
+            return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
+
+        def more(i, state, prev, diverged_at, last):
+            go = (i < k) & (diverged_at == 0)
+            return go & ~tf.reduce_all(self.kernel.ready(state[1])) if until_ready else go
+
+        ran, state, prev, diverged_at, last = tf.while_loop(
+            more,
+            body,
+            (tf.constant(0, tf.int64), state, prev, diverged_at, self._last_log_post.read_value()),
+        )
+        return state, prev, diverged_at, last, ran
+
+    def _finish_chunk(self, it0, state, prev, diverged_at, last):
+        """Write the last finite state back to the variables; return iterations completed."""
+        good = tf.nest.map_structure(lambda a, b: tf.where(diverged_at == 0, a, b), state, prev)
+        self._write_state(good)
+        done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
+        return done
+
+    def _advance_chunk(self, n, block, until_ready: bool = False):
+        it0 = self._iteration.read_value()
+        state = self._read_state()
+        state, prev, diverged_at, last, ran = self._iterate(
+            state, state, it0, n, tf.constant(0, tf.int64), block, it0, until_ready
+        )
+        done = self._finish_chunk(it0, state, prev, diverged_at, last)
+        done = tf.where(diverged_at == 0, ran, done)  # ran < n only when until_ready stopped it
+        self._iteration.assign(it0 + done)
+        self._last_log_post.assign(last)
+        return done, diverged_at, last
+
+    def _sample_chunk(self, groups, thin, block, store_gradients: bool, thin_is_one: bool, capacity: int | None = None):
+        """``groups`` groups of ``thin`` iterations from a kept boundary (or the end of burn-in):
+        per group, the estimate its first iteration makes (at the group's starting state) and the
+        state after its last iteration are written. Conditionals are avoided on purpose: each
+        costs a function call per iteration in TensorFlow's executor. ``capacity`` (XLA: a
+        compile-time size, ≥ ``groups``) sizes the storage; only the first ``groups`` slots are
+        written."""
+        it0 = self._iteration.read_value()
+        k = self.n_chains
+        n_groups = tf.cast(groups, tf.int32)
+        size = n_groups if capacity is None else capacity
+        samples = {
+            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
+            for name, shape in self.shapes.items()
+        }
+        grads = {
+            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
+            for name, shape in self.shapes.items()
+            if store_gradients
+        }
+        log_posts = tf.TensorArray(self.dtype, size=size, element_shape=[k])
+
+        def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
+            t = it0 + tf.cast(j, tf.int64) * thin + 1
+            new, est = self._step(state, t, _iteration_of(block, t - it0 - 1))
+            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
+            diverged_at = tf.where(ok, diverged_at, t)
+            prev, state = state, new
+            log_posts = log_posts.write(j, est.log_post)
+            grads = {name: ta.write(j, est.grads[name]) for name, ta in grads.items()}
+            last = est.log_post
+            if not thin_is_one:
+                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at, block, it0)[:4]
+            samples = {name: ta.write(j, state[0][name]) for name, ta in samples.items()}
+            return j + 1, state, prev, diverged_at, last, samples, grads, log_posts
+
+        state = self._read_state()
+        _, state, prev, diverged_at, last, samples, grads, log_posts = tf.while_loop(
+            lambda j, state, prev, diverged_at, *_: (j < n_groups) & (diverged_at == 0),
+            body,
+            (
+                tf.constant(0, tf.int32), state, state, tf.constant(0, tf.int64),
+                self._last_log_post.read_value(), samples, grads, log_posts,
+            ),
+        )
+        done = self._finish_chunk(it0, state, prev, diverged_at, last)
+        done = tf.where(diverged_at == 0, groups * thin, done)
+        self._iteration.assign(it0 + done)
+        self._last_log_post.assign(last)
+        return (
+            {name: ta.stack() for name, ta in samples.items()},
+            log_posts.stack(),
+            {name: ta.stack() for name, ta in grads.items()},
+            last,
+            done,
+            diverged_at,
+        )
+
+    def _compiled(self, key, make):
+        if key not in self._functions:
+            self._functions[key] = tf.function(make, jit_compile=self.jit_compile or None)
+        return self._functions[key]
+
+    def _call(self, key, make, *args):
+        """Call the compiled function ``key`` (made by ``make`` on first use) with Grappler's
+        rewrites off. Under XLA, an error at a function's first call — before any of its ops
+        has run, as XLA compiles the whole function first — switches this sampler to graph mode
+        for good (every function, so both APIs stay in one mode) and retries once; an error
+        that graph mode raises too is the model's own and propagates."""
+        with package_call_options():
+            if not self.jit_compile or key in self._xla_ran:
+                return self._compiled(key, make)(*args)
+            try:
+                result = self._compiled(key, make)(*args)
+            except tf.errors.OpError as error:
+                self.jit_compile = False
+                self._functions.clear()
+                self._compiled_step = self._step_function = None
+                result = self._compiled(key, make)(*args)
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                warnings.warn(
+                    f"{self.method}: XLA could not compile this model ({reason[:300]}); the chain runs in "
+                    f"TensorFlow's graph mode instead (the same algorithm, slower per iteration). "
+                    f"SGMCMC_XLA=0 selects graph mode from the start.",
+                    CompilationWarning,
+                    stacklevel=3,
+                )
+                return result
+            self._xla_ran.add(key)
+            return result
+
+    def bytes_per_kept(self, store_gradients: bool = False) -> int:
+        """Bytes one kept group adds to a sampling call's output, all chains: the state, its
+        gradient if stored, and the log-posterior estimate."""
+        per_chain = sum(int(np.prod(s)) for s in self.shapes.values()) * (2 if store_gradients else 1) + 1
+        return per_chain * self.n_chains * self.dtype.size
+
+    def max_groups_per_call(self, store_gradients: bool = False) -> int | None:
+        """The most kept groups one :meth:`sample_groups` call may hold: under XLA its fixed
+        storage (:data:`XLA_MAX_GROUPS` slots within :data:`XLA_BUFFER_BYTES`), else None."""
+        if not self.jit_compile:
+            return None
+        return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // self.bytes_per_kept(store_gradients)))
+
+    def _feed(self, kind: str = "chain", capacity: int | None = None) -> BlockFeed:
+        """The block feed (:mod:`sgmcmc.data.pipeline`) of the chains' own minibatches (``"chain"``),
+        of the storage stream (``"storage"``, one iteration) or of the mode search (``"mode"``,
+        one chain); ``capacity`` overrides the iterations per block."""
+        key = (kind, capacity)
+        if key not in self._feeds:
+            if kind == "chain":
+                indices, chains, stream = self._minibatches, self.chain_ids, CHAIN_STREAM
+            else:
+                indices = MinibatchIndices(self.n_rows, self.batch_size, self._minibatches.replace, 1)
+                chains = [0] if kind == "mode" else self.chain_ids
+                stream = MODE_SEARCH_STREAM if kind == "mode" else STORAGE_STREAM
+                capacity = 1 if kind == "storage" else capacity
+            if self.shard is not None:  # each worker draws from its own rows, on its own stream
+                stream += self.shard.stream_offset
+            if capacity is None:  # with rows sharded: from the total n, the same on every worker
+                sizing = indices if self.shard is None else MinibatchIndices(
+                    self.shard.n_rows, self.shard.batch_size, indices.replace, indices.per_iteration
+                )
+                capacity = iterations_per_block(sizing, len(chains), self.rows.row_bytes)
+            self._feeds[key] = BlockFeed(self.rows, indices, self.seed, stream, chains, capacity)
+        return self._feeds[key]
+
+    def _sampling_feed(self, thin: int) -> BlockFeed:
+        """The chains' feed for sampling calls: a block holds at least one group of ``thin``."""
+        feed = self._feed("chain")
+        return feed if thin <= feed.capacity else self._feed("chain", thin)
+
+    def _run_blocks(self, n: int, feed: BlockFeed, per_call: int, call) -> list:
+        """Run ``n`` iterations from the current one as calls of at most ``per_call`` iterations,
+        each given its block (the next one gathered meanwhile); ``call(m, block)`` runs m of them
+        and returns ``(done, diverged_at, …)``. Stops at a divergence or when a call completes
+        fewer iterations than asked (a kernel's ``ready``). Returns every call's result."""
+        results, t, remaining = [], self.iteration, n
+        while True:
+            m = min(remaining, per_call)
+            after = min(remaining - m, per_call)
+            block = feed.block(t, max(m, 1), prefetch=(t + m, after) if after else None)
+            result = call(m, block)
+            results.append(result)
+            done = int(result[0])
+            t, remaining = t + done, remaining - done
+            if int(result[1]) or remaining <= 0 or done < m:
+                feed.cancel()
+                return results
+
+    def advance(self, n: int) -> ChunkResult:
+        """``n`` iterations in compiled calls, nothing stored (burn-in, or up to the next thinning
+        boundary)."""
+        self._require_initialised()
+        return self._advance(n, until_ready=False)
+
+    def advance_until_ready(self, n: int) -> ChunkResult:
+        """Like :meth:`advance`, but the compiled loop also stops after the iteration at which
+        the kernel's ``ready(aux)`` (e.g. OSGLD's burn-in criterion) holds for every chain;
+        ``done`` says how many iterations ran. The chain is the same as with :meth:`advance`."""
+        self._require_initialised()
+        if not hasattr(self.kernel, "ready"):
+            raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
+        return self._advance(n, until_ready=True)
+
+    def _advance(self, n: int, until_ready: bool) -> ChunkResult:
+        key = "advance_until_ready" if until_ready else "advance"
+        feed = self._feed("chain")
+
+        def call(m, block):
+            return self._call(key, lambda n, block: self._advance_chunk(n, block, until_ready=until_ready), tf.constant(m, tf.int64), block)
+
+        results = self._run_blocks(n, feed, feed.capacity, call)
+        done = sum(int(r[0]) for r in results)
+        return self._result({}, None, {}, results[-1][2], done, results[-1][1])
+
+    def ready(self) -> np.ndarray:
+        """``[K]`` bools: the kernel's ``ready(aux)`` at the current state (all True for a kernel
+        without one)."""
+        if self._aux is None or not hasattr(self.kernel, "ready"):
+            return np.ones(self.n_chains, bool)
+        return np.asarray(self.kernel.ready(tf.nest.map_structure(lambda v: v.read_value(), self._aux)))
+
+    def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
+        """``groups × thin`` iterations in compiled calls from a thinning boundary, keeping the
+        last state of each group of ``thin`` and the estimate made at each group's first state.
+        Under XLA ``groups`` is at most :meth:`max_groups_per_call`."""
+        self._require_initialised()
+        capacity = self.max_groups_per_call(store_gradients)
+        if capacity is not None and groups > capacity:
+            raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
+        feed = self._sampling_feed(thin)
+        per_call = feed.capacity // thin
+        storage = None if capacity is None else min(capacity, per_call)
+        key = ("sample", bool(store_gradients), thin == 1, storage, feed.capacity)
+
+        def call(m, block):
+            g = tf.constant(m // thin, tf.int64)
+            out = self._call(
+                key,
+                lambda g, th, block: self._sample_chunk(g, th, block, bool(store_gradients), thin == 1, storage),
+                g,
+                tf.constant(thin, tf.int64),
+                block,
+            )
+            samples, log_posts, grads, last, done, diverged_at = out
+            return done, diverged_at, last, m // thin, samples, log_posts, grads
+
+        results = self._run_blocks(groups * thin, feed, per_call * thin, call)
+        parts = [
+            self._result(samples, log_posts, grads, last, done, diverged_at)
+            for done, diverged_at, last, g, samples, log_posts, grads in results
+        ]
+        sizes = [r[3] for r in results]
+        return parts[-1]._replace(  # XLA's storage has `storage` slots: keep the groups asked for
+            samples={name: np.concatenate([p.samples[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].samples},
+            log_posts=np.concatenate([p.log_posts[:g] for p, g in zip(parts, sizes)]),
+            grads={name: np.concatenate([p.grads[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].grads},
+            done=sum(p.done for p in parts),
+        )
+
+    def _result(self, samples, log_posts, grads, last, done, diverged_at) -> ChunkResult:
+        last = last.numpy()
+        at = int(diverged_at)
+        if at:
+            # Which chains broke: recompute the flags on the state the failing iteration made is
+            # not possible any more, so report those whose log-posterior estimate is not finite.
+            finite = np.isfinite(last)
+        else:
+            finite = np.ones(self.n_chains, bool)
+        return ChunkResult(
+            {name: s.numpy() for name, s in samples.items()},
+            None if log_posts is None else log_posts.numpy(),
+            {name: g.numpy() for name, g in grads.items()},
+            last,
+            int(done),
+            at,
+            finite,
+        )
+
+    def estimate_for_storage(self) -> Estimate:
+        """The estimator's estimate at the current state, from the storage stream (for a kept
+        sample whose next iteration has not run): the chain's own random stream is untouched, and
+        so is the estimator's state (an estimator with state has a ``for_storage`` method that
+        changes none: SVRG's anchor, SAGA's table). ``t`` is the next iteration's."""
+        if self._estimate_for_storage is None:
+            evaluate = getattr(self.estimator, "for_storage", self.estimator)
+
+            @tf.function
+            def estimate(block):
+                t = self._iteration.read_value() + 1
+                self._storage_rng.begin(t, _iteration_of(block, 0))
+                return evaluate(self._read_params(), self._storage_rng, t)
+
+            self._estimate_for_storage = estimate
+        block = self._feed("storage").block(self.iteration, 1)
+        with package_call_options():
+            est = self._estimate_for_storage(block)
+        return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
+
+    def run_opt_chunk(self, n: int) -> ChunkResult:
+        """``n`` more steps of the SGD mode search (one chain, from the first start, its own
+        minibatch stream); returns the last log-posterior estimate and where it diverged."""
+        if self._run_opt_chunk is None:
+            kernel = SGD(self.control_variate.opt_stepsize)
+
+            @tf.function
+            def run_opt_chunk(n, t0, block):
+                params = {k: v.read_value()[None] for k, v in self._mode.items()}
+                last = tf.zeros([1], self.dtype)
+                diverged_at = tf.constant(0, tf.int64)
+                done = tf.constant(0, tf.int64)
+                for i in tf.range(n):
+                    t = t0 + i + 1
+                    self._opt_rng.begin(t, _iteration_of(block, i))
+                    new, _, est = kernel.one_step(
+                        params, {}, BoundEstimator(self._plain_one_chain, self._opt_rng, t), self._opt_rng, t
+                    )
+                    if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
+                        diverged_at = t
+                        break
+                    params, last, done = new, est.log_post, i + 1
+                for k, v in self._mode.items():
+                    v.assign(params[k][0])
+                return done, diverged_at, last
+
+            self._run_opt_chunk = run_opt_chunk
+        feed = self._feed("mode")
+        results, remaining = [], n
+        while remaining > 0:
+            m = min(remaining, feed.capacity)
+            after = min(remaining - m, feed.capacity)
+            block = feed.block(self._opt_iteration, m, prefetch=(self._opt_iteration + m, after) if after else None)
+            with package_call_options():
+                done, diverged_at, last = self._run_opt_chunk(
+                    tf.constant(m, tf.int64), tf.constant(self._opt_iteration, tf.int64), block
+                )
+            results.append((int(done), int(diverged_at), last.numpy()))
+            self._opt_iteration += int(done)
+            remaining -= int(done)
+            if int(diverged_at):
+                feed.cancel()
+                break
+        done = sum(r[0] for r in results)
+        return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
+
+    def _checked_step(self, block) -> tf.Tensor:
+        """Graph mode's step: one iteration, written to the variables only if the new state and
+        the log-posterior estimate are finite (so a divergence leaves the last finite state in
+        place); returns whether it was."""
+        t = self._iteration.read_value() + 1
+        state, est = self._step(self._read_state(), t, _iteration_of(block, 0))
+        finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
+        if finite:
+            self._write_state(state)
+            self._iteration.assign(t)
+            self._last_log_post.assign(est.log_post)
+        return finite
+
+    def _make_step(self):
+        """The step API's compiled call ``block -> finite``. Under XLA: the loop's own
+        ``advance`` program with n = 1 and a block of the loop's capacity holding one iteration
+        (a separate XLA program of the same iteration could round differently in the last bit)."""
+        if self.jit_compile:
+            self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
+        if not self.jit_compile:
+            checked = tf.function(self._checked_step)
+
+            def run(block) -> bool:
+                if self._step_function is None:  # one trace; the block's shape never changes
+                    self._step_function = checked.get_concrete_function(block)
+                return bool(self._step_function(block))
+
+            return run
+        advance, one = self._compiled("advance", lambda n, block: self._advance_chunk(n, block)), tf.constant(1, tf.int64)
+
+        def run_xla(block) -> bool:
+            if self._step_function is None:
+                self._step_function = advance.get_concrete_function(one, block)
+            return int(advance(one, block)[1]) == 0
+
+        return run_xla
+
+    def step(self) -> None:
+        """One iteration as one call of a compiled function (traced once), its minibatches
+        gathered on the host first."""
+        self._require_initialised()
+        if self._compiled_step is None:
+            self._compiled_step = self._make_step()
+        block = self._feed("chain").block(self.iteration, 1)
+        with package_call_options():
+            finite = self._compiled_step(block)
+        if not finite:
+            it = self.iteration
+            raise DivergenceError(
+                f"{self.method} diverged at iteration {it + 1}: the log-posterior estimate or a "
+                f"parameter became NaN or Inf; try a smaller stepsize. sampler.params still holds the state "
+                f"after iteration {it}",
+                iteration=it + 1,
+            )
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def iteration(self) -> int:
+        return int(self._iteration.numpy())
+
+    @property
+    def log_posterior(self) -> np.ndarray | float:
+        """The minibatch log-posterior estimate the last iteration made (at the state it started
+        from): a float for one chain, ``(n_chains,)`` for several."""
+        value = self._last_log_post.numpy()
+        return float(value[0]) if self.n_chains == 1 else value
+
+    def reset(self) -> None:
+        """Back to the starting values and iteration 0 (the draws are a function of the seed
+        and the iteration, :mod:`sgmcmc.step.random`)."""
+        self._opt_iteration = 0
+        for k, v in self.params.items():
+            v.assign(self._user_layout(k, self._starts))
+        if self.control_variate is not None:
+            for k, v in self._mode.items():
+                v.assign(self._mode_start[k])
+        if hasattr(self.estimator, "reset"):  # SVRG's anchor, SAGA's table (at the starts)
+            with package_call_options():
+                self.estimator.reset(self._read_params())
+        self._iteration.assign(0)
+        self._last_log_post.assign(tf.zeros([self.n_chains], self.dtype))
+
+    def init_aux(self) -> None:
+        """Draw the kernel's auxiliary state (momenta, thermostats) at the current parameters."""
+        self.rng.begin(self._iteration.read_value())  # iteration 0's draws (or the current one's)
+        aux = self.kernel.init_aux(self._read_params(), self.rng)
+        if self._aux is None:
+            self._aux = tf.nest.map_structure(tf.Variable, aux)
+        else:
+            tf.nest.map_structure(lambda var, value: var.assign(value), self._aux, aux)
+
+    def full_data_gradient_at_mode(self) -> dict[str, tf.Tensor]:
+        r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, streamed over all rows
+        in blocks, with a progress bar when the mode search shows its progress."""
+        with tqdm(
+            total=self.n_rows, desc=f"{self.method}: full-data gradient", unit="rows", unit_scale=True,
+            disable=not self.control_variate.verbose, leave=False,
+        ) as bar, package_call_options():
+            return self._plain_one_chain.full_data_gradient({k: v.read_value() for k, v in self._mode.items()}, bar.update)
+
+    def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
+        """Fix the control variate at the mode-search state with its full-data gradient; with one
+        start for all chains (R), every chain starts at the mode."""
+        for k, v in self._mode.items():
+            self._anchor[k].assign(v)
+            self._anchor_grad[k].assign(anchor_grad[k])
+        if not self._starts_given_per_chain:
+            mode = {k: v.numpy() for k, v in self._mode.items()}
+            for k, v in self.params.items():
+                v.assign(self._user_layout(k, [mode] * self.n_chains))
+
+    # -- checkpoints (SPEC §10) -------------------------------------------------------------
+    def _checkpoint(self) -> tf.train.Checkpoint:
+        """Everything the chain's future depends on: parameters, the kernel's auxiliary state
+        (momenta, thermostats, preconditioners), the iteration counter (which, with the seed, fixes every draw),
+        the last log-posterior estimate, for CV samplers the mode, anchor and its gradient, and
+        a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
+        if self._aux is None:
+            self.init_aux()  # creates the variables a restore fills
+        parts = dict(
+            params=self.params,
+            aux=tf.nest.flatten(self._aux),
+            iteration=self._iteration,
+            log_posterior=self._last_log_post,
+        )
+        if self.control_variate is not None:
+            parts.update(mode=self._mode, anchor=self._anchor, anchor_grad=self._anchor_grad)
+        if hasattr(self.estimator, "variables"):
+            parts.update(estimator=self.estimator.variables())
+        return tf.train.Checkpoint(**parts)
+
+    def save(self, directory: str) -> str:
+        """Write the whole state to ``directory`` (``tf.train.Checkpoint``); returns the path
+        prefix. A later :meth:`restore` (in this or another process, on a sampler made by the same
+        ``*_setup`` call) continues the chain exactly where it was."""
+        self._require_initialised()
+        os.makedirs(directory, exist_ok=True)
+        return self._checkpoint().write(os.path.join(directory, "sampler"))
+
+    def restore(self, directory_or_prefix: str) -> None:
+        """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
+        sampler is then initialised at that state (no mode search, no reset)."""
+        prefix = directory_or_prefix
+        if os.path.isdir(prefix):
+            prefix = os.path.join(prefix, "sampler")
+        self._checkpoint().read(prefix).assert_existing_objects_matched()
+        self.initialised = True
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        """The current state on the user's (constrained) scale, as numpy arrays."""
+        self._require_initialised()
+        values = {k: np.array(v.numpy()) for k, v in self.params.items()}
+        return values if self.constraints is None else self.constraints.to_constrained(values)
+
+    def _require_initialised(self) -> None:
+        if not self.initialised:
+            raise NotInitialisedError(
+                f"this {self.method} sampler is not initialised: call sess = sgmcmc.init_sess(sampler) first"
+            )

@@ -1,0 +1,107 @@
+"""The contract between dynamics and estimators: what a kernel is given and what an
+estimator returns. Both :mod:`~sgmcmc.step.dynamics` and :mod:`~sgmcmc.step.estimators` import
+it; neither imports the other.
+
+A kernel is a frozen dataclass of hyperparameters with two methods:
+
+``init_aux(params, rng) -> aux``
+    the auxiliary state (momenta, thermostats, preconditioner statistics; ``{}`` if none);
+``one_step(params, aux, estimate, rng, t) -> (params, aux, est)``
+    one iteration. ``est`` is the estimate the iteration made *at the state it started from*
+    (for several inner steps: the first), which the chain stores as the gradient at the
+    previous sample.
+``ready(aux) -> [K] bool`` (optional)
+    a kernel that detects the end of its own burn-in (OSGLD, Eq. 17) says per chain whether it
+    has; :meth:`sgmcmc.run.sampler.Sampler.advance_until_ready` stops on it.
+
+An estimator is a callable ``estimator(params, rng, t) -> Estimate`` (and
+``on_one_batch(rng, t) -> (params -> Estimate)``, for several points on one minibatch).
+
+Every tensor carries a leading chain axis ``K`` (``params[name]`` is ``[K, *shape]``); updates
+are elementwise, and a reduction over a parameter's elements must keep that axis
+(:func:`reduce_per_chain`). ``t`` is the 1-based global iteration (a scalar int64 tensor).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, NamedTuple, Protocol
+
+import tensorflow as tf
+
+Params = dict[str, tf.Tensor]
+
+
+class Estimate(NamedTuple):
+    """A gradient estimate for K chains: ``log_post`` ``[K]``, ``grads`` like the params."""
+
+    log_post: tf.Tensor
+    grads: Params
+
+
+class BoundEstimator:
+    """What a kernel's ``estimate`` is: the sampler's estimator bound to its random draws and the
+    iteration. ``estimate(params)`` draws a fresh minibatch per chain; ``estimate.on_one_batch()``
+    draws one and returns ``params -> Estimate`` evaluating any point on it (HAMCMC's pairs)."""
+
+    def __init__(self, estimator, rng, t):
+        self.estimator, self.rng, self.t = estimator, rng, t
+
+    def __call__(self, params: Params) -> Estimate:
+        return self.estimator(params, self.rng, self.t)
+
+    def on_one_batch(self) -> Callable[[Params], Estimate]:
+        return self.estimator.on_one_batch(self.rng, self.t)
+
+    def with_rows(self, params: Params) -> tuple[Estimate, Params]:
+        """The estimate and the per-row log-likelihood gradients of the same fresh minibatch
+        (plain estimator only; OSGLD)."""
+        return self.estimator.estimate_and_rows(params, self.rng)
+
+
+Estimator = BoundEstimator
+
+
+class Kernel(Protocol):
+    def init_aux(self, params: Params, rng) -> Any: ...
+
+    def one_step(self, params: Params, aux: Any, estimate: Estimator, rng, t: tf.Tensor) -> tuple[Params, Any, Estimate]: ...
+
+
+def stepsize_at(value: Any, t: tf.Tensor, dtype: tf.DType) -> Any:
+    """A stepsize at iteration ``t``: a number as it is, a schedule (callable of ``t``) evaluated
+    in-graph."""
+    if callable(value):
+        return tf.cast(value(t), dtype)
+    return value
+
+
+def reduce_per_chain(fn: Callable, x: tf.Tensor) -> tf.Tensor:
+    """``fn`` (e.g. ``tf.reduce_mean``) over every axis but the leading chain axis, kept as a
+    broadcastable ``[K, 1, …]``."""
+    return fn(x, axis=list(range(1, x.shape.rank)), keepdims=True)
+
+
+def map_over_chains(fn: Callable, args, n_chains: int):
+    """``fn`` applied to each slice of ``args`` along the leading chain axis, results stacked.
+
+    One chain calls ``fn`` directly (no vectorisation overhead). Several chains use
+    ``tf.vectorized_map`` (ops without a vectorised form run in a while loop inside it); if the
+    user's code cannot be vectorised at all, ``tf.map_fn`` runs the chains one after another in
+    the graph, with a warning. Both give each chain's own result.
+    """
+    if n_chains == 1:
+        one = fn(tf.nest.map_structure(lambda x: x[0], args))
+        return tf.nest.map_structure(lambda x: x[None], one)
+    try:
+        return tf.vectorized_map(fn, args, fallback_to_while_loop=True, warn=False)
+    except Exception as error:  # the user's ops may not vectorise in any form
+        warnings.warn(
+            f"the model could not be vectorised over chains ({type(error).__name__}: {error}); the "
+            f"{n_chains} chains are stepped one after another inside the compiled loop",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        probe = fn(tf.nest.map_structure(lambda x: x[0], args))
+        signature = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype), probe)
+        return tf.map_fn(fn, args, fn_output_signature=signature)

@@ -1,0 +1,220 @@
+r"""Hessian-approximated MCMC, HAMCMC (Şimşekli et al. 2016, seed 001; SPEC §8).
+
+The quasi-Newton algebra works on one flat vector per chain (all parameters concatenated in the
+dict's order), ``[K, D]``. With memory M ≥ 2, iteration t moves the sample M iterations back:
+
+.. math::
+    \theta_t = \theta_{t-M} + \tfrac{\epsilon}{2} H_t\, g_{\Omega_t}(\theta_{t-M})
+               + \sqrt{\epsilon}\, S_t z_t, \qquad z_t \sim N(0, I),
+
+(Eq. 10 and Algorithm 1 in SPEC §3's convention: their ε is our ε/2, ∇U = −g), where
+:math:`H_t = S_t S_t^\top` is the L-BFGS inverse-Hessian approximation built from the M − 1 pairs
+:math:`s_\tau = \theta_\tau - \theta_{\tau-M}`,
+:math:`y_\tau = g_{\Omega_\tau}(\theta_{\tau-M}) - g_{\Omega_\tau}(\theta_\tau) + \lambda s_\tau`,
+τ = t − M + 1, …, t − 1. These involve :math:`\theta_{t-2M+1:t-1}` but not
+:math:`\theta_{t-M}`, the point being moved, so H_t does not depend on it and the correction term
+Γ (Eq. 9, read Γᵢ = Σⱼ ∂Hᵢⱼ/∂θⱼ) is 0. Both gradients of a pair are taken on the *same*
+minibatch Ω_τ — the one the drift of iteration τ used — through the estimator's
+``on_one_batch`` (2 gradient evaluations per iteration, as in the paper).
+
+* ``H_t g``: the L-BFGS two-loop recursion over all M − 1 pairs, oldest to newest (Eq. 6's
+  indexing drops one pair; seeds' errata), initial matrix γI with γ = sᵀy/yᵀy of the newest pair.
+* ``S_t z``: the product-form square root of Eq. 11 with the corrected
+  :math:`q = \sqrt{s^\top y / s^\top B s}\, B s + y` (printed with −y), so that
+  :math:`S_t S_t^\top` equals the two-loop's H_t exactly (tests/reference_preconditioned.py
+  checks it); :math:`B s` comes from the direct BFGS recursion, O(M²D).
+* Damping λ (``damping``): y ← y + λs, i.e. L-BFGS approximates (∇²U + λI)⁻¹ (§3.2).
+* Safeguard (not in the paper): a pair with sᵀy ≤ 10⁻⁸‖s‖‖y‖ (possible on a non-convex
+  minibatch loss when λ is too small) is skipped, so H stays positive definite; γ then comes
+  from the newest pair kept, or is 1 if none is.
+* Warm-up: Algorithm 1 needs θ₀, …, θ_2M. The first 2M iterations are plain SGLD steps
+  (H = I) of the same interleaved form θ_t = θ_{t−M} + ε/2 g + N(0, ε), θ_{t−M} = θ₀ for t ≤ M,
+  so the pairs are defined the same way throughout. Their stepsize is ``warmup_stepsize``
+  (default: ``stepsize``): HAMCMC's own ε is on the scale of the *standardised* problem
+  (ε/2·HA ≈ ε/2·I on a Gaussian with precision A), while an SGLD step must be below
+  ~2/λ_max(A), so on an ill-conditioned posterior the warm-up needs a much smaller stepsize
+  (not in the paper, whose Algorithm 1 takes θ₀..θ_2M as given).
+* A per-parameter stepsize dict gives the preconditioner E^½ H E^½ (E the diagonal of
+  per-coordinate stepsizes): drift ½E^½HE^½g, noise E^½Sz — a fixed symmetric positive definite
+  preconditioner, so Γ stays 0; for one stepsize it is εH.
+* The estimate the kernel returns (stored as the gradient at the previous sample) is the one at
+  θ_{t−1} made by the previous iteration on its minibatch (kept in aux), at the first iteration
+  the one at θ₀.
+
+Aux state: the last M samples, the M − 1 pairs, the last estimate and an iteration count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from typing import Any, ClassVar, Mapping
+
+from ...checks import inputs
+from ..contract import Estimate, Estimator, Params, stepsize_at
+from .base import Dynamics, KernelContext
+
+_CURVATURE_TOL = 1e-8
+
+
+def flatten(params: Params) -> tf.Tensor:
+    """``{name: [K, *shape]}`` -> ``[K, D]``, names in the dict's order."""
+    return tf.concat([tf.reshape(p, [tf.shape(p)[0], -1]) for p in params.values()], axis=1)
+
+
+def unflatten(flat: tf.Tensor, like: Params) -> Params:
+    """The inverse of :func:`flatten`, shapes taken from ``like``."""
+    sizes = [int(p.shape[1:].num_elements()) for p in like.values()]
+    parts = tf.split(flat, sizes, axis=1)
+    return {k: tf.reshape(x, tf.shape(p)) for (k, p), x in zip(like.items(), parts)}
+
+
+def _dot(a, b):
+    return tf.reduce_sum(a * b, axis=-1, keepdims=True)
+
+
+def lbfgs_pairs(s: tf.Tensor, y: tf.Tensor):
+    """Per pair (``s``, ``y`` ``[K, P, D]``, oldest first): ``rho`` = 1/sᵀy (0 for a skipped pair),
+    ``valid`` and the initial scale γ ``[K, 1]`` of the newest valid pair (1 if none)."""
+    sy = tf.reduce_sum(s * y, axis=-1)  # [K, P]
+    norms = tf.norm(s, axis=-1) * tf.norm(y, axis=-1)
+    valid = sy > _CURVATURE_TOL * norms
+    safe_sy = tf.where(valid, sy, tf.ones_like(sy))
+    rho = tf.where(valid, 1.0 / safe_sy, tf.zeros_like(sy))
+    yy = tf.reduce_sum(y * y, axis=-1)
+    gammas = tf.where(valid, safe_sy / tf.where(valid, yy, tf.ones_like(yy)), tf.ones_like(sy))
+    n_pairs = s.shape[1]
+    # newest valid pair: the largest index with valid = True
+    idx = tf.range(n_pairs)[None, :]
+    newest = tf.reduce_max(tf.where(valid, idx, -tf.ones_like(idx)), axis=1)  # [K]
+    gamma = tf.where(
+        newest >= 0, tf.gather(gammas, tf.maximum(newest, 0), axis=1, batch_dims=1), tf.ones_like(gammas[:, 0])
+    )
+    return rho, valid, gamma[:, None]
+
+
+def two_loop(g: tf.Tensor, s: tf.Tensor, y: tf.Tensor, rho: tf.Tensor, gamma: tf.Tensor) -> tf.Tensor:
+    """H g by the L-BFGS two-loop recursion (Nocedal & Wright 2006, Alg. 7.4), ``[K, D]``."""
+    n_pairs = s.shape[1]
+    q = g
+    alphas = [None] * n_pairs
+    for i in reversed(range(n_pairs)):
+        alphas[i] = rho[:, i : i + 1] * _dot(s[:, i], q)
+        q = q - alphas[i] * y[:, i]
+    r = gamma * q
+    for i in range(n_pairs):
+        beta = rho[:, i : i + 1] * _dot(y[:, i], r)
+        r = r + s[:, i] * (alphas[i] - beta)
+    return r
+
+
+def sqrt_apply(z: tf.Tensor, s: tf.Tensor, y: tf.Tensor, rho: tf.Tensor, valid: tf.Tensor, gamma: tf.Tensor) -> tf.Tensor:
+    """S z with S Sᵀ = H (Eq. 11, corrected q; skipped pairs are identity factors), ``[K, D]``."""
+    n_pairs = s.shape[1]
+    b_vecs, b_s = [], []  # B^{i-1} s_i and s_iᵀ B^{i-1} s_i
+
+    def apply_b(x, upto):  # B^{upto} x, B^0 = I/γ
+        out = x / gamma
+        for j in range(upto):
+            out = out - b_vecs[j] * (_dot(b_vecs[j], x) / b_s[j]) + y[:, j] * (rho[:, j : j + 1] * _dot(y[:, j], x))
+        return out
+
+    for i in range(n_pairs):
+        b = apply_b(s[:, i], i)
+        sbs = _dot(s[:, i], b)
+        ok = valid[:, i : i + 1]
+        b_vecs.append(tf.where(ok, b, tf.zeros_like(b)))
+        b_s.append(tf.where(ok, sbs, tf.ones_like(sbs)))
+    w = tf.sqrt(gamma) * z
+    for i in range(n_pairs):
+        p = rho[:, i : i + 1] * s[:, i]
+        q = tf.sqrt(tf.maximum(1.0 / (rho[:, i : i + 1] * b_s[i] + tf.cast(~valid[:, i : i + 1], z.dtype)), 0.0)) * b_vecs[i] + y[:, i]
+        w = w - p * _dot(q, w)
+    return w
+
+
+@dataclass(frozen=True)
+class HAMCMC(Dynamics):
+    stepsize: dict
+    memory: int = 5
+    damping: float = 0.0
+    warmup_stepsize: dict | None = None
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "memory", "damping", "warmup_stepsize")
+    defaults: ClassVar[dict[str, Any]] = {"memory": 5, "damping": 0.0, "warmup_stepsize": None}
+
+    @property
+    def gradient_evaluations(self) -> int:
+        """Two points on each minibatch (the pair's gradients)."""
+        return 2
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "HAMCMC":
+        warm = arguments["warmup_stepsize"]
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            inputs.check_count(arguments["memory"], "memory"),
+            inputs.check_nonnegative(arguments["damping"], "damping"),
+            None if warm is None else inputs.per_parameter(warm, context.names, "warmup_stepsize"),
+        )
+
+    def __post_init__(self):
+        if self.memory < 2:
+            raise ValueError(f"hamcmc needs memory >= 2 (Şimşekli et al. 2016, §3.2), got memory={self.memory}")
+
+    def init_aux(self, params: Params, rng) -> dict:
+        x = flatten(params)
+        k, d, m = tf.shape(x)[0], x.shape[1], self.memory
+        zeros_pairs = tf.zeros([k, m - 1, d], x.dtype)
+        return {
+            "thetas": tf.tile(x[:, None, :], [1, m, 1]),
+            "s": zeros_pairs,
+            "y": zeros_pairs,
+            "last_log_post": tf.zeros([k], x.dtype),
+            "last_grad": tf.zeros_like(x),
+            "count": tf.zeros([k], tf.int64),
+        }
+
+    def _sqrt_eps(self, stepsize: dict, params: Params, t, dtype) -> tf.Tensor:
+        parts = [
+            tf.fill([int(p.shape[1:].num_elements())], tf.sqrt(tf.cast(stepsize_at(stepsize[k], t, dtype), dtype)))
+            for k, p in params.items()
+        ]
+        return tf.concat(parts, axis=0)[None, :]
+
+    def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
+        on_batch = estimate.on_one_batch()  # one minibatch for both evaluations
+        thetas, s, y = aux["thetas"], aux["s"], aux["y"]
+        dtype = thetas.dtype
+        base = thetas[:, 0]
+        est_base = on_batch(unflatten(base, params))
+        g = flatten(est_base.grads)
+        z = flatten(rng.normal(params))
+        root_eps = self._sqrt_eps(self.stepsize, params, t, dtype)
+        root_warm = self._sqrt_eps(self.warmup_stepsize or self.stepsize, params, t, dtype)
+        rho, valid, gamma = lbfgs_pairs(s, y)
+        precond_g = root_eps * two_loop(root_eps * g, s, y, rho, gamma)
+        precond_z = root_eps * sqrt_apply(z, s, y, rho, valid, gamma)
+        warm = (aux["count"] < 2 * self.memory)[:, None]
+        drift = tf.where(warm, root_warm * root_warm * g, precond_g)
+        noise = tf.where(warm, root_warm * z, precond_z)
+        new = base + 0.5 * drift + noise
+        new_params = unflatten(new, params)
+        est_new = on_batch(new_params)
+        s_new = new - base
+        y_new = g - flatten(est_new.grads) + self.damping * s_new
+        first = aux["count"] == 0
+        returned = Estimate(
+            tf.where(first, est_base.log_post, aux["last_log_post"]),
+            unflatten(tf.where(first[:, None], g, aux["last_grad"]), params),
+        )
+        new_aux = {
+            "thetas": tf.concat([thetas[:, 1:], new[:, None]], axis=1),
+            "s": tf.concat([s[:, 1:], s_new[:, None]], axis=1),
+            "y": tf.concat([y[:, 1:], y_new[:, None]], axis=1),
+            "last_log_post": est_new.log_post,
+            "last_grad": flatten(est_new.grads),
+            "count": aux["count"] + 1,
+        }
+        return new_params, new_aux, returned

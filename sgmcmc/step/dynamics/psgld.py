@@ -1,0 +1,71 @@
+r"""Preconditioned SGLD with an RMSprop preconditioner (Li et al. 2016; SPEC §8).
+
+Per element, with ``g`` the full-scale estimate of SPEC §3 (prior + N/n · minibatch sum):
+
+.. math::
+    V \leftarrow \beta V + (1-\beta)\, g\odot g, \qquad
+    G = \operatorname{diag}\big(1/(\lambda + \sqrt V)\big), \qquad
+    \theta \leftarrow \theta + \tfrac{\epsilon}{2} G g + N(0, \epsilon G).
+
+Deviations from Li et al. (2016), Algorithm 1: (i) they build ``V`` from the *mean* per-row
+gradient ḡ = g/N; with the full-scale g, √V is N times larger, which only rescales ε and λ (their
+(ε, λ) equal our (ε·N, λ·N)); (ii) the correction term Γ(θ) = ∇·G(θ) is omitted, as Li et al.
+do in practice (it is O(1 − β) small when V changes slowly); it leaves a bias that vanishes as
+the stepsize decreases. ``V`` starts at 0, and the first iteration updates V before using it
+(so G is never 1/λ at step 1 unless the gradient is 0). ``V`` lives in the kernel's aux state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from typing import Any, ClassVar, Mapping
+
+from ...checks import inputs
+from ..contract import Estimate, Estimator, Params, stepsize_at
+from .base import Dynamics, KernelContext
+
+
+def psgld_update(theta, grad, v, noise, stepsize, beta: float, lam: float):
+    r"""One pSGLD step for one parameter: returns ``(theta', V')`` (module docstring)."""
+    v = beta * v + (1.0 - beta) * tf.square(grad)
+    precond = 1.0 / (lam + tf.sqrt(v))
+    eps = tf.cast(stepsize, theta.dtype)
+    return theta + (0.5 * eps) * precond * grad + tf.sqrt(eps * precond) * noise, v
+
+
+@dataclass(frozen=True)
+class PSGLD(Dynamics):
+    stepsize: dict
+    beta: float = 0.99
+    lam: float = 1e-5
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "beta", "lam")
+    defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "PSGLD":
+        beta = arguments["beta"]
+        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:
+            raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            float(beta),
+            inputs.check_positive(arguments["lam"], "lam"),
+        )
+
+    def init_aux(self, params: Params, rng) -> dict:
+        return {"v": {k: tf.zeros_like(p) for k, p in params.items()}}
+
+    def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
+        est = estimate(params)
+        noise = rng.normal(params)
+        new, v = {}, {}
+        for k in params:
+            new[k], v[k] = psgld_update(
+                params[k], est.grads[k], aux["v"][k], noise[k],
+                stepsize_at(self.stepsize[k], t, params[k].dtype), self.beta, self.lam,
+            )
+        return new, {"v": v}, est

@@ -1,0 +1,72 @@
+"""Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from typing import Any, ClassVar, Mapping
+
+from ...checks import inputs
+from ..contract import Estimate, Estimator, Params, reduce_per_chain, stepsize_at
+from .base import Dynamics, KernelContext
+
+
+def sgnht_update(theta, u, thermostat, grad, noise, stepsize, a):
+    r"""One SGNHT step (Ding et al. 2014, Algorithm 2), one thermostat per parameter and chain:
+
+    .. math::
+        u' = u + \epsilon g(\theta) - \alpha u + \sqrt{2a\epsilon}\,\xi, \qquad
+        \theta' = \theta + u', \qquad
+        \alpha' = \alpha + \overline{u'^2} - \epsilon
+
+    :math:`\overline{u'^2}` is the mean over the parameter's elements (per chain; ``thermostat``
+    is ``[K, 1, …]``). Returns ``(theta', u', alpha')``.
+    """
+    u = u + stepsize * grad - thermostat * u + tf.sqrt(tf.cast(2.0 * a * stepsize, u.dtype)) * noise
+    thermostat = thermostat + reduce_per_chain(tf.reduce_mean, tf.square(u)) - stepsize
+    return theta + u, u, thermostat
+
+
+@dataclass(frozen=True)
+class SGNHT(Dynamics):
+    """SGNHT: momentum drawn once from N(0, ε), thermostats start at ``a``."""
+
+    stepsize: dict
+    a: dict
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "a")
+    defaults: ClassVar[dict[str, Any]] = {"a": 0.01}
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGNHT":
+        return cls(
+            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            inputs.per_parameter(arguments["a"], context.names, "a"),
+        )
+
+    def init_aux(self, params: Params, rng) -> dict:
+        noise = rng.normal(params)
+        t0 = tf.constant(1, tf.int64)
+        return {
+            "momentum": {
+                k: tf.sqrt(tf.cast(stepsize_at(self.stepsize[k], t0, p.dtype), p.dtype)) * noise[k]
+                for k, p in params.items()
+            },
+            "thermostat": {
+                k: tf.fill([p.shape[0]] + [1] * (p.shape.rank - 1), tf.constant(self.a[k], p.dtype))
+                for k, p in params.items()
+            },
+        }
+
+    def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
+        est = estimate(params)
+        u, thermostat = dict(aux["momentum"]), dict(aux["thermostat"])
+        noise = rng.normal(params)
+        new = {}
+        for k in params:
+            new[k], u[k], thermostat[k] = sgnht_update(
+                params[k], u[k], thermostat[k], est.grads[k], noise[k],
+                stepsize_at(self.stepsize[k], t, params[k].dtype), self.a[k],
+            )
+        return new, {"momentum": u, "thermostat": thermostat}, est

@@ -1,0 +1,249 @@
+r"""The plain minibatch estimate of the log posterior and its gradient (SPEC §3):
+
+.. math:: g(\theta) = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta),
+
+S a fresh uniform n-subset per chain and per call. Also the batched full-data gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from ...data.rows import Rows
+from ..contract import Estimate, Params, map_over_chains
+from .spec import EstimatorSpec
+
+LogLik = Callable[[Params, dict[str, tf.Tensor]], tf.Tensor]
+LogPrior = Callable[[Params], tf.Tensor]
+
+@dataclass(frozen=True)
+class Plain(EstimatorSpec):
+    """``estimator="plain"``: the minibatch estimate above (no state, no options)."""
+
+    name: ClassVar[str] = "plain"
+
+    def settings(self) -> dict[str, Any]:
+        return {}  # a plain run's settings and checkpoint fingerprint name no estimator
+
+
+#: Rows per batch when summing the full-data gradient: bounds memory at any N.
+FULL_GRADIENT_BATCH_ROWS = 10_000
+
+
+def value_and_grad(fn: Callable[[Params], tf.Tensor], params: Params) -> tuple[tf.Tensor, Params]:
+    """``fn(params)`` and its gradient with respect to every parameter, as dense tensors.
+
+    A parameter used through ``tf.gather`` has an IndexedSlices gradient; densifying it gives
+    the same chain as the dense formulation (noise on every element each step). A parameter
+    that ``fn`` does not use gets a zero gradient (the set-up checks refuse such a model unless
+    ``check_model=False``).
+    """
+    params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        value = fn(params)
+    grads = tape.gradient(value, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return value, {name: tf.convert_to_tensor(g) for name, g in grads.items()}
+
+
+def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+    r"""One chain: :math:`\nabla_\theta\log p(x_i|\theta)` for every row i of ``batch``, entries
+    ``[n, *shape]``; their sum over rows is the gradient of ``log_lik(params, batch)``."""
+
+    def one_row(row: dict[str, tf.Tensor]) -> Params:
+        return value_and_grad(lambda p: log_lik(p, {k: v[None] for k, v in row.items()}), params)[1]
+
+    return tf.vectorized_map(one_row, batch, fallback_to_while_loop=True, warn=False)
+
+
+class MinibatchGradient:
+    """The plain estimator for ``n_chains`` chains, each with its own minibatch.
+
+    Parameters
+    ----------
+    log_lik, log_prior
+        The user's functions of ONE chain's parameters; ``log_lik`` returns the SUM over the
+        rows it is given. ``log_prior=None`` is a flat prior.
+    dataset
+        Name -> entry (numpy array, memmap, h5py/zarr array: :mod:`sgmcmc.data.rows`), observations on
+        the first axis, all of length ``n_rows``, read in the model dtype (``inputs.check_dataset``).
+        Minibatches do not come from here but from the block the sampler hands the random
+        source (:meth:`~sgmcmc.step.random.ChainRandom.minibatch`); full-data passes stream it.
+    batch_size
+        Rows per minibatch (``n``).
+    n_chains
+        K, the leading axis of every parameter tensor this estimator sees.
+    replace
+        Draw the minibatch rows i.i.d. with replacement (``minibatch_replace=True``) instead of
+        a uniform n-subset; the N/n scaling keeps the estimate unbiased either way.
+    reduce
+        Rows sharded across workers (SPEC §12): ``dataset`` is this worker's N_w rows and
+        ``batch_size`` its n_w, and ``reduce(tensors) -> sums over the workers`` (one
+        collective, :class:`sgmcmc.distribute.collective.Collective`) adds up the workers'
+        likelihood terms, so every estimate is the stratified
+        :math:`\nabla\log p(\theta) + \sum_w \frac{N_w}{n_w}\sum_{i\in S_w}\nabla\log p(x_i|\theta)`
+        and every full-data pass the sum over all workers' rows.
+    """
+
+    def __init__(
+        self,
+        log_lik: LogLik,
+        log_prior: LogPrior | None,
+        dataset: dict,
+        batch_size: int,
+        n_chains: int = 1,
+        replace: bool = False,
+        reduce: Callable[[list[tf.Tensor]], list[tf.Tensor]] | None = None,
+    ):
+        self.replace = bool(replace)
+        self.log_lik = log_lik
+        self.log_prior = log_prior
+        self.dataset = dataset
+        self.n_rows = int(next(iter(dataset.values())).shape[0])
+        self.batch_size = batch_size
+        self.n_chains = n_chains
+        self.scale = self.n_rows / batch_size
+        self.reduce = reduce
+        self._block_gradient = None
+        self._in_graph_dataset = None
+
+    @property
+    def rows(self) -> Rows:
+        """The entries as :class:`~sgmcmc.data.rows.Rows` (their floats already in the model dtype)."""
+        floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
+        return Rows(self.dataset, floats[0] if floats else np.float32)
+
+    def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
+        """Per chain the iteration's next minibatch: entries ``[K, n, ...]``."""
+        return rng.minibatch()[0]
+
+    def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
+        r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
+        value = scale * self.log_lik(params, batch)
+        if self.log_prior is not None:
+            value = value + self.log_prior(params)
+        return value
+
+    def value_and_grad(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> Estimate:
+        """Log posterior and gradient for K chains, chain k on ``batch`` entry k (with rows
+        sharded: the likelihood terms summed over the workers, then the prior added)."""
+        if self.reduce is None:
+            value, grads = map_over_chains(
+                lambda args: value_and_grad(lambda p: self.log_post(p, args[1], scale), args[0]),
+                (params, batch),
+                self.n_chains,
+            )
+            return Estimate(value, grads)
+        value, grads = map_over_chains(
+            lambda args: value_and_grad(lambda p: scale * self.log_lik(p, args[1]), args[0]),
+            (params, batch),
+            self.n_chains,
+        )
+        names = list(grads)
+        value, *summed = self.reduce([value, *(grads[name] for name in names)])
+        grads = dict(zip(names, summed))
+        if self.log_prior is not None:
+            prior, prior_grads = map_over_chains(lambda p: value_and_grad(self.log_prior, p), params, self.n_chains)
+            value = value + prior
+            grads = {name: grads[name] + prior_grads[name] for name in names}
+        return Estimate(value, grads)
+
+    def __call__(self, params: Params, rng, t=None) -> Estimate:
+        return self.on_one_batch(rng, t)(params)
+
+    def on_one_batch(self, rng, t=None) -> Callable[[Params], Estimate]:
+        """Draw one minibatch per chain and return an evaluator ``params -> Estimate`` on it, for
+        dynamics that need estimates at two points on the same minibatch (HAMCMC's pairs)."""
+        batch = self.sample_minibatch(rng)
+        return lambda params: self.value_and_grad(params, batch, self.scale)
+
+    def per_row_gradients(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+        r"""Per chain and row, :math:`\nabla\log p(x_i|\theta)` (no prior, no scaling): entries
+        ``[K, n, *shape]`` for ``batch`` entries ``[K, n, ...]`` (SAGA's table, OSGLD's gradient
+        covariance). The user's ``log_lik`` is called on one-row datasets, vectorised over rows."""
+
+        def one_chain(args):
+            chain_params, chain_batch = args
+            return per_row_gradients(self.log_lik, chain_params, chain_batch)
+
+        return map_over_chains(one_chain, (params, batch), self.n_chains)
+
+    def full_data_gradient(self, params: Params, progress=None) -> Params:
+        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, streamed: contiguous
+        blocks of at most :data:`FULL_GRADIENT_BATCH_ROWS` rows read from the entries where they
+        are (memory bounded whatever N, data on disk included), each one compiled call, summed
+        in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
+        estimator."""
+        if self._block_gradient is None:
+            self._block_gradient = tf.function(self._lik_grad, reduce_retracing=True)
+        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
+        total = {name: np.zeros(p.shape, np.float64) for name, p in params.items()}
+        rows = self.rows
+        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
+            for name, g in self._block_gradient(params, block).items():
+                total[name] += g.numpy()
+            if progress is not None:
+                progress(len(next(iter(block.values()))))
+        if self.reduce is not None:  # every worker's rows
+            names = list(total)
+            total = dict(zip(names, (t.numpy() for t in self.reduce([tf.constant(total[n]) for n in names]))))
+        if self.log_prior is not None:
+            for name, g in value_and_grad(self.log_prior, params)[1].items():
+                total[name] += g.numpy()
+        return {name: tf.constant(total[name], params[name].dtype) for name in total}
+
+    def in_graph_dataset(self) -> dict[str, tf.Tensor]:
+        """Every row as tensors, for a full-data pass inside a compiled step (SVRG's refresh):
+        the entries shared with TensorFlow where they are aligned numpy arrays in the model
+        dtype, else one copy in memory (``inputs.as_tensor``)."""
+        if self._in_graph_dataset is None:
+            from ...checks.inputs import as_tensor
+
+            self._in_graph_dataset = {k: as_tensor(np.asarray(v)) for k, v in self.dataset.items()}
+        return self._in_graph_dataset
+
+    def full_data_gradient_in_graph(self, params: Params) -> Params:
+        r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
+        summed over row batches of :data:`FULL_GRADIENT_BATCH_ROWS` in a ``tf.while_loop`` (memory
+        bounded at any N; every batch has a static shape: the full batches in the loop, the
+        remainder once after it), summed over the workers when the rows are sharded. For use
+        inside a compiled step (SVRG's anchor refresh)."""
+        size = min(FULL_GRADIENT_BATCH_ROWS, self.n_rows)
+        n_full = self.n_rows // size
+
+        def batch_grad(start, rows: int) -> Params:
+            batch = {
+                k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0), tf.constant([rows, *v.shape[1:]], tf.int64))
+                for k, v in self.in_graph_dataset().items()
+            }
+            return map_over_chains(lambda p: self._lik_grad(p, batch), params, self.n_chains)
+
+        def body(i, total):
+            g = batch_grad(i * size, size)
+            return i + 1, {k: total[k] + g[k] for k in total}
+
+        zeros = {k: tf.zeros_like(p) for k, p in params.items()}
+        _, total = tf.while_loop(lambda i, _: i < n_full, body, (tf.constant(0, tf.int64), zeros))
+        if self.n_rows > n_full * size:
+            rest = batch_grad(tf.constant(n_full * size, tf.int64), self.n_rows - n_full * size)
+            total = {k: total[k] + rest[k] for k in total}
+        if self.reduce is not None:  # rows sharded: every worker's rows
+            names = list(total)
+            total = dict(zip(names, self.reduce([total[k] for k in names])))
+        if self.log_prior is not None:
+            prior = map_over_chains(lambda p: value_and_grad(self.log_prior, p)[1], params, self.n_chains)
+            total = {k: total[k] + prior[k] for k in total}
+        return total
+
+    def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
+        return value_and_grad(lambda p: self.log_lik(p, batch), params)[1]
+
+    def estimate_and_rows(self, params: Params, rng) -> tuple[Estimate, Params]:
+        """The estimate on a fresh minibatch per chain and that minibatch's per-row log-likelihood
+        gradients ``[K, n, *shape]`` (OSGLD's gradient covariance)."""
+        batch = self.sample_minibatch(rng)
+        return self.value_and_grad(params, batch, self.scale), self.per_row_gradients(params, batch)

@@ -1,0 +1,120 @@
+"""The random draws of the chains inside one iteration: counter-based, per chain.
+
+Noise, auxiliary draws and seeds for TensorFlow's stateless ops come from stateless Philox
+calls keyed by the seed and stream, whose counter holds the chain, the global iteration t and
+the call's position j within the iteration (:meth:`ChainRandom.begin` starts an iteration). A
+chain's draws are therefore a function of (seed, stream, chain, t) alone: the same whatever the
+chunking, whichever API runs the step, and however many chains run beside it. (One draw per
+chain: under XLA a stateless draw of shape [K, S] is not a prefix of one of shape [K', S], so
+chains sharing one draw would depend on K.)
+
+The minibatches are not drawn here but handed in: :mod:`sgmcmc.data.minibatch` draws their indices
+ahead, on the host, and the sampler gathers their rows (:mod:`sgmcmc.data.rows`) and passes one
+iteration's block to :meth:`ChainRandom.begin`; estimators take them in order with
+:meth:`ChainRandom.minibatch`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from ..data.minibatch import philox_key
+
+_PHILOX = 1  # TensorFlow's algorithm id
+#: Calls one iteration may make (the counter's j): far above any kernel's.
+MAX_CALLS_PER_ITERATION = 1 << 16
+_CHAIN_SHIFT = 40  # chain k's counters start at k·2^40 blocks: no overlap below 2^40 blocks a call
+
+
+class ChainRandom:
+    """Random numbers for ``n_chains`` chains stepped together.
+
+    Parameters
+    ----------
+    seed
+        The user's seed (an int).
+    stream
+        Which of the sampler's streams (:mod:`sgmcmc.data.minibatch`: the chains', storage, mode search).
+    dtype
+        The model's floating dtype.
+    chains
+        The indices of the chains this object draws for (default ``0 … n_chains − 1``).
+    """
+
+    def __init__(self, seed: int, stream: int, dtype: tf.DType, n_chains: int, chains=None):
+        self.dtype = dtype
+        self.chains = list(range(n_chains)) if chains is None else [int(c) for c in chains]
+        key = philox_key(seed, stream, 0) >> 64  # the half that depends on the stream
+        self._key = tf.constant([key], tf.uint64)
+        self._t = None
+        self._calls = 0
+        self._batches = None
+        self._taken = 0
+
+    def begin(self, t: tf.Tensor, batches: dict | None = None) -> None:
+        """Start iteration ``t`` (traced): ``batches`` holds its minibatches,
+        ``{"rows": name -> [D, K, n, …], "indices": [D, K, n]}`` (D per iteration)."""
+        self._t = tf.cast(t, tf.uint64)
+        self._calls = 0
+        self._batches = batches
+        self._taken = 0
+
+    def minibatches_taken(self) -> int:
+        return self._taken
+
+    def _counter(self, chain: int) -> tf.Tensor:
+        if self._t is None:
+            raise RuntimeError("ChainRandom.begin(t) must start the iteration before any draw")
+        call = self._calls
+        self._calls += 1
+        high = self._t * MAX_CALLS_PER_ITERATION + call
+        return tf.stack([tf.constant(chain << _CHAIN_SHIFT, tf.uint64), high])
+
+    def _per_chain(self, draw) -> tf.Tensor:
+        call = self._calls
+        out = []
+        for chain in self.chains:
+            self._calls = call
+            out.append(draw(self._counter(chain)))
+        return tf.stack(out)
+
+    def normal(self, like: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Standard normal noise shaped like each ``[K, …]`` tensor of ``like`` (one draw per chain)."""
+        sizes = [int(v.shape[1:].num_elements()) for v in like.values()]
+        flat = self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomNormalV2(shape=[sum(sizes)], key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype)
+        )
+        parts = tf.split(flat, sizes, axis=1)
+        return {k: tf.reshape(x, v.shape) for (k, v), x in zip(like.items(), parts)}
+
+    def uniform(self, shape: list[int], minval: float, maxval: float) -> tf.Tensor:
+        """``[K, *shape]`` uniform on ``[minval, maxval)`` in the model dtype."""
+        u = self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomUniformV2(shape=shape, key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype)
+        )
+        return minval + (maxval - minval) * u
+
+    def seed(self) -> tf.Tensor:
+        """A ``[2]`` int64 seed for TensorFlow's stateless random ops (gamma, Poisson, …) drawing
+        for all chains at once (SCIR's draws: its chains depend on the chain count)."""
+        return self.chain_seeds()[0]
+
+    def chain_seeds(self) -> tf.Tensor:
+        """``[K, 2]`` int64 seeds for stateless random ops, chain k's own."""
+        return self._per_chain(
+            lambda c: tf.raw_ops.StatelessRandomUniformFullIntV2(shape=[2], key=self._key, counter=c, alg=_PHILOX, dtype=tf.int64)
+        )
+
+    def minibatch(self) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """The iteration's next minibatch: rows ``name -> [K, n, …]`` and indices ``[K, n]``."""
+        if self._batches is None:
+            raise RuntimeError("this iteration was given no minibatches (ChainRandom.begin)")
+        d = self._taken
+        indices = self._batches["indices"]
+        if d >= indices.shape[0]:
+            raise RuntimeError(
+                f"the kernel drew more minibatches per iteration than the {indices.shape[0]} its "
+                "minibatches_per_iteration announced"
+            )
+        self._taken += 1
+        return {k: v[d] for k, v in self._batches["rows"].items()}, indices[d]
