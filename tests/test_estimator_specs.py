@@ -60,5 +60,5 @@ def test_a_bad_spec_is_refused_when_made(make, error, message):
 
 def test_an_unknown_estimator_names_the_choices():
     log_lik, data, params = _model()
-    with pytest.raises(ValueError, match=r"estimator must be one of 'plain', 'cv', 'svrg', 'saga' or a spec"):
+    with pytest.raises(ValueError, match=r"estimator must be one of 'plain', 'cv', 'svrg', 'saga', got 'sarah' \(or a spec"):
         sgmcmc.sgld_setup(log_lik, data, params, 1e-3, estimator="sarah")

@@ -209,7 +209,7 @@ def tune_stepsize(
         ``table.attrs["budget"]`` the budget.
     """
     name = _method_name(method)
-    setup = getattr(_samplers, f"{name}_setup")
+    setup = getattr(_public(), f"{name}_setup")
     accepted = set(inspect.signature(setup).parameters)
     unknown = sorted(set(sampler_kwargs) - accepted)
     if unknown:

@@ -47,8 +47,8 @@ def resolve_estimator(estimator: str | EstimatorSpec, **keywords: Any) -> Estima
         return estimator
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise ValueError(
-            f"estimator must be one of {', '.join(map(repr, ESTIMATORS))} or a spec such as SVRG(period=50), "
-            f"got {estimator!r}"
+            f"estimator must be one of {', '.join(map(repr, ESTIMATORS))}, got {estimator!r} (or a spec carrying "
+            f"its options, such as sgmcmc.SVRG(period=50))"
         )
     spec = ESTIMATORS[estimator]
     if "opt_stepsize" in changed and "opt_stepsize" not in spec.keywords:
