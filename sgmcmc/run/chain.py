@@ -17,7 +17,7 @@ import contextlib
 import signal
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -26,6 +26,8 @@ from ..distribute.collective import failed_worker
 from ..errors import DivergenceError, Interrupted, SamplingError
 from .sampler import Keep, Sampler
 from .samples import Samples
+
+T = TypeVar("T")
 
 SECONDS_PER_CHUNK = 0.5
 FIRST_CHUNK = 100
@@ -39,6 +41,48 @@ def _next_chunk_len(n: int, elapsed: float, first: bool, target: float, max_chun
     tracing and compilation, so its time says nothing: it only grows the chunk 4×."""
     growth = 4.0 if first else min(4.0, max(0.25, target / max(elapsed, 1e-6)))
     return int(min(max_chunk, max(1, n * growth)))
+
+
+class _Pacer:
+    """Chunk lengths for one loop: each aims at :data:`SECONDS_PER_CHUNK` (four times longer
+    without progress shown), at most ``max_chunk``; under rows sharding they grow 4x per chunk
+    whatever the clock (:func:`_timed`)."""
+
+    def __init__(self, sampler: Sampler, verbose: bool, max_chunk: int = MAX_CHUNK):
+        self.sampler, self.max_chunk = sampler, max_chunk
+        self.target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
+        self.length, self._first = min(FIRST_CHUNK, max_chunk), True
+
+    def timed(self, n: int, call: Callable[[], T]) -> T:
+        """``call()``, a chunk of ``n`` iterations; its time sets the next chunk's length."""
+        start = time.perf_counter()
+        out = call()
+        elapsed = time.perf_counter() - start
+        self.length = _next_chunk_len(n, elapsed, self._first or not _timed(self.sampler), self.target, self.max_chunk)
+        self._first = False
+        return out
+
+
+def _progress(desc: str, total: int, initial: int, verbose: bool) -> tqdm:
+    return tqdm(total=total, initial=initial, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+
+
+def _chunk_or_sampling_error(call: Callable[[], T], desc: str, sampler: Sampler, it0: int, n: int, kept: str, samples) -> T:
+    """``call()``; an op error in it (not Ctrl-C) becomes a :class:`~sgmcmc.SamplingError`
+    naming the iterations (and, with rows sharded, the worker that stopped answering), carrying
+    ``samples()`` and saying ``kept``."""
+    try:
+        return call()
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:
+        line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise SamplingError(
+            f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} "
+            f"({type(error).__name__}: {line}). {kept}",
+            iteration=it0,
+            samples=samples(),
+        ) from error
 
 
 def _peer_failure(sampler: Sampler, error: BaseException) -> str:
@@ -228,14 +272,13 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
     xla_groups = sampler.max_groups_per_call(store_gradients)
     if xla_groups is not None:  # XLA's sampling call has fixed storage
         max_chunk = max(1, min(max_chunk, keep.thin * xla_groups))
-    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
     if checkpoint_every:
         max_chunk = max(1, min(max_chunk, checkpoint_every))
-    chunk_len, first = min(FIRST_CHUNK, max_chunk), True
+    pacer = _Pacer(sampler, verbose, max_chunk)
     done = sampler.iteration - run_start
     last_checkpoint = sampler.iteration
     desc = sampler.method
-    bar = tqdm(total=n_iters, initial=done, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    bar = _progress(desc, n_iters, done, verbose)
     try:
         with _deferred_interrupt() as interrupt:
             while done < n_iters:
@@ -245,33 +288,24 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                 # Sampling chunks are groups ending on kept iterations; see _Storage.add_chunk.
                 groups, group_len = 0, keep.thin
                 if it0 < keep.burn_in:  # burn-in: nothing kept
-                    n = min(chunk_len, keep.burn_in - it0, remaining)
+                    n = min(pacer.length, keep.burn_in - it0, remaining)
                 elif to_boundary and to_boundary <= remaining:  # continuing mid-group: finish it
                     groups, group_len = 1, to_boundary
                 elif to_boundary:
                     n = remaining  # ends before the next kept iteration: nothing kept
                 elif remaining >= keep.thin:
-                    groups = max(1, min(chunk_len, remaining) // keep.thin)
+                    groups = max(1, min(pacer.length, remaining) // keep.thin)
                 else:  # a tail shorter than thin: no sample, but the estimate at the last kept one
                     groups, group_len = 1, remaining
                 if groups:
                     n = groups * group_len
-                start = time.perf_counter()
-                try:
-                    chunk = sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n)
-                except KeyboardInterrupt:
-                    raise
-                except Exception as error:
-                    raise SamplingError(
-                        f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} ({type(error).__name__}: "
-                        f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}). The samples kept "
-                        f"until iteration {it0} are in the exception's `samples` attribute",
-                        iteration=it0,
-                        # Not the sampler's iteration: a chunk runs as several compiled calls, and
-                        # those before the failing one advanced it without their samples stored.
-                        samples=storage.samples(settings, until=it0),
-                    ) from error
-                elapsed = time.perf_counter() - start
+                chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
+                    lambda: sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n),
+                    desc, sampler, it0, n, f"The samples kept until iteration {it0} are in the exception's `samples` attribute",
+                    # Not the sampler's iteration: a chunk runs as several compiled calls, and
+                    # those before the failing one advanced it without their samples stored.
+                    lambda: storage.samples(settings, until=it0),
+                ))
                 if groups:
                     storage.add_chunk(it0, chunk, group_len)
                 if chunk.diverged_at:
@@ -303,8 +337,6 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                 if checkpoint is not None and done < n_iters and sampler.iteration - last_checkpoint >= checkpoint_every:
                     checkpoint(storage, False)
                     last_checkpoint = sampler.iteration
-                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, max_chunk)
-                first = False
     finally:
         bar.close()
     storage.finish()
@@ -316,15 +348,12 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
 def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
     """The SGD mode search of the control-variate samplers, in compiled chunks with progress."""
     desc = f"{sampler.method}: finding the mode"
-    chunk_len, done, first = FIRST_CHUNK, 0, True
-    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
-    bar = tqdm(total=n_iters, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    pacer, done = _Pacer(sampler, verbose), 0
+    bar = _progress(desc, n_iters, 0, verbose)
     try:
         while done < n_iters:
-            n = min(chunk_len, n_iters - done)
-            start = time.perf_counter()
-            chunk = sampler.run_opt_chunk(n)
-            elapsed = time.perf_counter() - start
+            n = min(pacer.length, n_iters - done)
+            chunk = pacer.timed(n, lambda: sampler.run_opt_chunk(n))
             if chunk.diverged_at:
                 raise DivergenceError(
                     f"{desc}: the mode search diverged at its step {done + chunk.diverged_at} (NaN or Inf); "
@@ -334,8 +363,6 @@ def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
             done += n
             bar.update(n)
             bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
-            chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
-            first = False
     finally:
         bar.close()
 
@@ -347,27 +374,17 @@ def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
     depends on it), so a later run continues it exactly. Nothing is kept during the search: a
     divergence, an op error or Ctrl-C raises with empty ``samples``."""
     desc = f"{sampler.method}: burn-in"
-    chunk_len, first = FIRST_CHUNK, True
-    target = SECONDS_PER_CHUNK if verbose else 4 * SECONDS_PER_CHUNK
-    bar = tqdm(total=max_iters, initial=sampler.iteration, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
+    pacer = _Pacer(sampler, verbose)
+    bar = _progress(desc, max_iters, sampler.iteration, verbose)
     try:
         with _deferred_interrupt() as interrupt:
             while not sampler.ready().all() and sampler.iteration < max_iters:
                 it0 = sampler.iteration
-                n = min(chunk_len, max_iters - it0)
-                start = time.perf_counter()
-                try:
-                    chunk = sampler.advance_until_ready(n)
-                except KeyboardInterrupt:
-                    raise
-                except Exception as error:
-                    raise SamplingError(
-                        f"{desc} failed in iterations {it0 + 1}–{it0 + n} ({type(error).__name__}: {error}); "
-                        f"no samples are kept during the burn-in search",
-                        iteration=it0,
-                        samples={},
-                    ) from error
-                elapsed = time.perf_counter() - start
+                n = min(pacer.length, max_iters - it0)
+                chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
+                    lambda: sampler.advance_until_ready(n), desc, sampler, it0, n,
+                    "No samples are kept during the burn-in search", dict,
+                ))
                 if chunk.diverged_at:
                     raise DivergenceError(
                         f"{desc}: the chain diverged at iteration {chunk.diverged_at} (NaN or Inf) before the "
@@ -382,8 +399,6 @@ def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
                         iteration=sampler.iteration,
                         samples={},
                     )
-                chunk_len = _next_chunk_len(n, elapsed, first or not _timed(sampler), target, MAX_CHUNK)
-                first = False
     finally:
         bar.close()
     return bool(sampler.ready().all())
