@@ -267,7 +267,7 @@ def test_n_iters_opt_zero_with_constraints_step_api():
         log_lik, data, {"s": 1.5}, 1e-4, opt_stepsize=1e-4, n_iters_opt=0, minibatch_size=10, verbose=False, constraints={"s": tfb.Exp()}
     )
     sess = sgmcmc.init_sess(sampler)
-    np.testing.assert_allclose(sampler._anchor["s"].numpy(), np.log(1.5), rtol=1e-6)  # anchored at ξ₀
+    np.testing.assert_allclose(sampler.estimator.anchor["s"].numpy(), np.log(1.5), rtol=1e-6)  # anchored at ξ₀
     np.testing.assert_allclose(sgmcmc.get_params(sampler, sess)["s"], 1.5, rtol=1e-6)
 
 

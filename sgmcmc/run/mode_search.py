@@ -145,7 +145,7 @@ _HESSIANS: "weakref.WeakKeyDictionary[Sampler, NegativeHessian]" = weakref.WeakK
 
 
 def _point(sampler: Sampler) -> dict[str, tf.Tensor]:
-    return {k: tf.convert_to_tensor(v.read_value()) for k, v in sampler._mode.items()}
+    return {k: tf.convert_to_tensor(v.read_value()) for k, v in sampler.estimator.mode.items()}
 
 
 def _hessian(sampler: Sampler) -> tuple[dict[str, tf.Tensor], NegativeHessian]:
@@ -153,7 +153,7 @@ def _hessian(sampler: Sampler) -> tuple[dict[str, tf.Tensor], NegativeHessian]:
     point = _point(sampler)
     hess = _HESSIANS.get(sampler)
     if hess is None:
-        hess = _HESSIANS[sampler] = NegativeHessian(sampler._plain_one_chain, point)
+        hess = _HESSIANS[sampler] = NegativeHessian(sampler.one_chain_estimator, point)
     hess.params, hess.calls = point, 0
     return point, hess
 
@@ -217,7 +217,7 @@ def run_auto_mode_search(sampler: Sampler, step: AutoStep, verbose: bool) -> Non
     before each, the stepsize κ / (largest λ_max so far) (module docstring)."""
     settings = sampler.control_variate
     n_total = settings.n_iters_opt
-    plain = sampler._plain_one_chain
+    plain = sampler.one_chain_estimator
     replace = bool(getattr(plain, "replace", False))
     stages = [n_total * (i + 1) // AUTO_STAGES - n_total * i // AUTO_STAGES for i in range(AUTO_STAGES)]
     step.curvature = 0.0
@@ -242,7 +242,7 @@ def _auto_step(sampler: Sampler) -> AutoStep | None:
     settings = sampler.control_variate
     if settings.opt_stepsize is None:
         step = AutoStep(sampler.dtype)
-        sampler.control_variate = dataclasses.replace(settings, opt_stepsize={k: step for k in sampler._mode})
+        sampler.control_variate = dataclasses.replace(settings, opt_stepsize={k: step for k in sampler.estimator.mode})
         return step
     first = next(iter(settings.opt_stepsize.values()))
     return first if isinstance(first, AutoStep) else None

@@ -243,18 +243,14 @@ class Sampler:
             self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
         else:
             self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
-            self._plain_one_chain = (
+            #: The plain estimator for one chain: the mode search and the full-data passes.
+            self.one_chain_estimator = (
                 self._plain
                 if self.n_chains == 1
                 else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce)
             )
             self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, dtype, 1)
-            self._mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in self._mode_start.items()}
-            self._anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in starts[0].items()}
-            self._anchor_grad = {
-                k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in starts[0].items()
-            }
-            self.estimator = ControlVariateGradient(self._plain, self._anchor, self._anchor_grad)
+            self.estimator = ControlVariateGradient(self._plain, self._mode_start)
         self._aux: dict | None = None
         self.initialised = False
         self._jit_compile = False
@@ -625,7 +621,7 @@ class Sampler:
 
             @tf.function
             def run_opt_chunk(n, t0, block):
-                params = {k: v.read_value()[None] for k, v in self._mode.items()}
+                params = {k: v.read_value()[None] for k, v in self.estimator.mode.items()}
                 last = tf.zeros([1], self.dtype)
                 diverged_at = tf.constant(0, tf.int64)
                 done = tf.constant(0, tf.int64)
@@ -633,13 +629,13 @@ class Sampler:
                     t = t0 + i + 1
                     self._opt_rng.begin(t, _iteration_of(block, i))
                     new, _, est = kernel.one_step(
-                        params, {}, BoundEstimator(self._plain_one_chain, self._opt_rng, t), self._opt_rng, t
+                        params, {}, BoundEstimator(self.one_chain_estimator, self._opt_rng, t), self._opt_rng, t
                     )
                     if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
                         diverged_at = t
                         break
                     params, last, done = new, est.log_post, i + 1
-                for k, v in self._mode.items():
+                for k, v in self.estimator.mode.items():
                     v.assign(params[k][0])
                 return done, diverged_at, last
 
@@ -736,10 +732,7 @@ class Sampler:
         self._opt_iteration = 0
         for k, v in self.params.items():
             v.assign(self._user_layout(k, self._starts))
-        if self.control_variate is not None:
-            for k, v in self._mode.items():
-                v.assign(self._mode_start[k])
-        if hasattr(self.estimator, "reset"):  # SVRG's anchor, SAGA's table (at the starts)
+        if hasattr(self.estimator, "reset"):  # the CV mode; SVRG's anchor, SAGA's table (at the starts)
             with package_call_options():
                 self.estimator.reset(self._read_params())
         self._iteration.assign(0)
@@ -761,16 +754,15 @@ class Sampler:
             total=self.n_rows, desc=f"{self.method}: full-data gradient", unit="rows", unit_scale=True,
             disable=not self.control_variate.verbose, leave=False,
         ) as bar, package_call_options():
-            return self._plain_one_chain.full_data_gradient({k: v.read_value() for k, v in self._mode.items()}, bar.update)
+            mode = {k: v.read_value() for k, v in self.estimator.mode.items()}
+            return self.one_chain_estimator.full_data_gradient(mode, bar.update)
 
     def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
         """Fix the control variate at the mode-search state with its full-data gradient; with one
         start for all chains (R), every chain starts at the mode."""
-        for k, v in self._mode.items():
-            self._anchor[k].assign(v)
-            self._anchor_grad[k].assign(anchor_grad[k])
+        self.estimator.set_anchor(anchor_grad)
         if not self._starts_given_per_chain:
-            mode = {k: v.numpy() for k, v in self._mode.items()}
+            mode = {k: v.numpy() for k, v in self.estimator.mode.items()}
             for k, v in self.params.items():
                 v.assign(self._user_layout(k, [mode] * self.n_chains))
 
@@ -788,9 +780,9 @@ class Sampler:
             iteration=self._iteration,
             log_posterior=self._last_log_post,
         )
-        if self.control_variate is not None:
-            parts.update(mode=self._mode, anchor=self._anchor, anchor_grad=self._anchor_grad)
-        if hasattr(self.estimator, "variables"):
+        if self.control_variate is not None:  # top-level keys, as the CV state always had
+            parts.update(self.estimator.variables())
+        elif hasattr(self.estimator, "variables"):
             parts.update(estimator=self.estimator.variables())
         return tf.train.Checkpoint(**parts)
 

@@ -563,11 +563,11 @@ def warn_if_stepsize_too_large(
         return None
     steps = {k: float(e.at(1)) if callable(e) else float(e) for k, e in kernel.stepsize.items()}
     hyper = _hyper(name, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))
-    mode = {k: v.read_value() for k, v in sampler._mode.items()}
+    mode = {k: v.read_value() for k, v in sampler.estimator.mode.items()}
     shared = len(set(steps.values())) == 1
     blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
     result = _check(
-        name, sampler._plain_one_chain, mode, steps, shared, hyper, 0.1, blocks, max_iters, tol, 0,
+        name, sampler.one_chain_estimator, mode, steps, shared, hyper, 0.1, blocks, max_iters, tol, 0,
         block_iters=block_iters, block_tol=block_tol,
     )
     _warn(result, sampler.method, stacklevel=_user_stacklevel())

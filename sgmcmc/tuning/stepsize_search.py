@@ -226,8 +226,8 @@ def tune_stepsize(
     with warnings.catch_warnings():  # the CV check would judge the placeholder stepsize
         warnings.simplefilter("ignore", StepsizeWarning)
         _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
-    point = {k: v.read_value() for k, v in (first._mode if first.control_variate is not None else first.params).items()}
-    plain = first._plain_one_chain if first.control_variate is not None else MinibatchGradient(
+    point = {k: v.read_value() for k, v in (first.estimator.mode if first.control_variate is not None else first.params).items()}
+    plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
         first._plain.log_lik, first._plain.log_prior, first._plain.dataset, 1, 1
     )
     scale = _diagonal_curvature(plain, point, max_exact_dim)
@@ -251,10 +251,8 @@ def tune_stepsize(
     for mb, sampler in built.items():  # the starting state every candidate begins from
         if sampler is not first:
             if first.control_variate is not None:  # share the mode search: same mode, same anchor
-                for part in ("_mode", "_anchor", "_anchor_grad"):
-                    for k, v in getattr(sampler, part).items():
-                        v.assign(getattr(first, part)[k])
-                sampler.set_anchor({k: v.read_value() for k, v in first._anchor_grad.items()})
+                sampler.estimator.copy_state(first.estimator)
+                sampler.set_anchor({k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
                 sampler.init_aux()
                 sampler.initialised = True
             else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import tensorflow as tf
 
 from ...checks import inputs
@@ -43,14 +44,39 @@ class ControlVariate(EstimatorSpec):
 
 
 class ControlVariateGradient:
-    """``anchor`` and ``anchor_grad`` are variables (one chain's shapes, shared by all chains)
-    holding :math:`\\hat\\theta` and :math:`\\nabla\\log p(\\hat\\theta|x)`; they are filled by
-    :func:`sgmcmc.run.mode_search.find_mode_and_anchor` before sampling."""
+    """The estimator and its state, variables of one chain's shapes shared by all chains:
+    ``mode`` (where the mode search is; it starts at ``mode_start``), ``anchor``
+    (:math:`\\hat\\theta`) and ``anchor_grad`` (:math:`\\nabla\\log p(\\hat\\theta|x)`), fixed by
+    :meth:`set_anchor` at the end of :func:`sgmcmc.run.mode_search.find_mode_and_anchor`."""
 
-    def __init__(self, plain: MinibatchGradient, anchor: dict[str, tf.Variable], anchor_grad: dict[str, tf.Variable]):
+    def __init__(self, plain: MinibatchGradient, mode_start: dict[str, np.ndarray]):
         self.plain = plain
-        self.anchor = anchor
-        self.anchor_grad = anchor_grad
+        self.mode_start = mode_start
+        self.mode = {k: tf.Variable(v, name=f"{k}_mode") for k, v in mode_start.items()}
+        self.anchor = {k: tf.Variable(v, name=f"{k}_anchor") for k, v in mode_start.items()}
+        self.anchor_grad = {k: tf.Variable(tf.zeros_like(v), name=f"{k}_anchor_grad") for k, v in mode_start.items()}
+
+    def reset(self, params: Params | None = None) -> None:
+        """The mode search starts again at ``mode_start`` (``params``, the chains' starts, are
+        not this estimator's: accepted for the stateful estimators' common ``reset``)."""
+        for k, v in self.mode.items():
+            v.assign(self.mode_start[k])
+
+    def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
+        """Fix the control variate at the mode-search state with its full-data gradient."""
+        for k, v in self.mode.items():
+            self.anchor[k].assign(v)
+            self.anchor_grad[k].assign(anchor_grad[k])
+
+    def copy_state(self, other: "ControlVariateGradient") -> None:
+        """Take another estimator's mode, anchor and anchor gradient (one mode search shared)."""
+        for mine, theirs in ((self.mode, other.mode), (self.anchor, other.anchor), (self.anchor_grad, other.anchor_grad)):
+            for k, v in mine.items():
+                v.assign(theirs[k])
+
+    def variables(self) -> dict[str, dict[str, tf.Variable]]:
+        """For checkpoints (the keys the sampler's checkpoints have always used)."""
+        return dict(mode=self.mode, anchor=self.anchor, anchor_grad=self.anchor_grad)
 
     def __call__(self, params: Params, rng, t=None) -> Estimate:
         return self.on_one_batch(rng, t)(params)
