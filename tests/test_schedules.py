@@ -82,3 +82,18 @@ def test_decaying_schedule_removes_the_variance_inflation(gaussian, stepsize):
                       burn_in=1000, verbose=False, seed=1, n_chains=k, dtype=tf.float64)
     ratio = np.mean((out["theta"] - mean) ** 2) / S2
     assert ratio == pytest.approx(expected, abs=0.06)
+
+
+def test_a_plain_callable_is_a_schedule_like_any_other(gaussian):
+    """One stepsize rule for every sampler (issue 19): a callable h(t) written with TF ops is
+    accepted wherever a schedule is (it was accepted only by scir/sgrld) and gives the chain of
+    the equivalent :class:`polynomial`, bit for bit; one that is not positive at t = 1 is
+    refused with the value it gave."""
+    log_lik, data, mean = gaussian
+    schedule = polynomial(0.5 * S2, tau=50.0, kappa=1.0)
+    args = dict(minibatch_size=100, n_iters=200, verbose=False, seed=3, dtype=tf.float64)
+    by_object = sgmcmc.sgld(log_lik, data, {"theta": mean}, schedule, **args)
+    by_lambda = sgmcmc.sgld(log_lik, data, {"theta": mean}, lambda t: schedule(t), **args)
+    np.testing.assert_array_equal(by_object["theta"], by_lambda["theta"])
+    with pytest.raises(ValueError, match="gives -1.0 at t=1"):
+        sgmcmc.sgld_setup(log_lik, data, {"theta": mean}, lambda t: -tf.ones([], tf.float64) * tf.cast(t, tf.float64))

@@ -227,10 +227,19 @@ def check_count(value: Any, what: str, allow_zero: bool = False) -> int:
 
 
 def _positive_or_schedule(value: Any, what: str):
-    from ..schedules import Schedule
-
-    if isinstance(value, Schedule):
+    """The one rule for a stepsize: a positive number, or a schedule ``h(t)`` — a
+    :mod:`sgmcmc.schedules` schedule or any callable of the 1-based iteration t returning a
+    tensor (written with TF ops: it is evaluated in-graph), positive at t = 1."""
+    if callable(value):
+        try:
+            h1 = float(tf.cast(value(tf.constant(1, tf.int64)), tf.float64).numpy())
+        except Exception as error:
+            raise TypeError(f"{what} is a schedule but calling it at t=1 failed: {error}") from error
+        if not np.isfinite(h1) or h1 <= 0:
+            raise ValueError(f"{what} is a schedule that gives {h1} at t=1: a stepsize must be positive")
         return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number (positive) or a schedule h(t), got {value!r}")
     return check_positive(value, what)
 
 

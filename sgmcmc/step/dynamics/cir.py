@@ -45,13 +45,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, ClassVar, Union
 
-import numpy as np
 import tensorflow as tf
 
 from ...checks import inputs
+from ..contract import stepsize_at
 from .base import Dynamics, KernelContext
 
 __all__ = [
@@ -223,35 +222,7 @@ def resolve_stepsize(stepsize: Stepsize, name: str, t: Any, dtype: tf.DType) -> 
     ``lambda t: h * (1 + t / tau) ** -kappa``, written with TF ops so it works in-graph), or a
     dict ``{name: number or schedule}``.
     """
-    if isinstance(stepsize, Mapping):
-        stepsize = stepsize[name]
-    if callable(stepsize):
-        stepsize = stepsize(t)
-    return _as(stepsize, dtype)
-
-
-def check_simplex_stepsize(value: Any, names: list[str]) -> dict[str, Any]:
-    """h per parameter: a positive number or a schedule ``h(t)`` (a callable of the 1-based
-    iteration t returning a tensor, evaluated in-graph), or a dict of those by name."""
-
-    def one(v, what):
-        if callable(v):
-            try:
-                h1 = float(tf.cast(v(tf.constant(1, tf.int64)), tf.float64).numpy())
-            except Exception as error:
-                raise TypeError(f"{what} is a schedule but calling it at t=1 failed: {error}") from error
-            if not np.isfinite(h1) or h1 <= 0:
-                raise ValueError(f"{what} is a schedule that gives {h1} at t=1: a stepsize must be positive")
-            return v
-        if isinstance(v, Real) and not isinstance(v, bool):
-            return inputs.check_positive(v, what)
-        raise TypeError(f"{what} must be a positive number or a schedule h(t), got {v!r}")
-
-    if isinstance(value, Mapping):
-        inputs.per_parameter({n: 1.0 for n in value}, names, "stepsize")  # exactly the names of params
-        return {n: one(value[n], f"stepsize[{n!r}]") for n in names}
-    checked = one(value, "stepsize")
-    return {n: checked for n in names}
+    return _as(stepsize_at(stepsize[name] if isinstance(stepsize, Mapping) else stepsize, t, dtype), dtype)
 
 
 class _SimplexDynamics(Dynamics):
@@ -264,7 +235,7 @@ class _SimplexDynamics(Dynamics):
 
     @classmethod
     def from_arguments(cls, arguments, context: KernelContext):
-        return cls(check_simplex_stepsize(arguments["stepsize"], context.names))
+        return cls(inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))
 
 
 def _a_hat_of(est: Any) -> Params:
