@@ -104,3 +104,49 @@ def test_mode_search_warns_when_unconverged(logistic):
                                   log_prior=_logistic_prior, n_iters_opt=20, seed=1, verbose=False)
     with pytest.warns(ModeSearchWarning, match="has not converged"):
         sgmcmc.init_sess(sampler)
+
+
+# ---------------------------------------------------------------- issue 22.4: no retracing noise
+def test_repeated_calls_log_no_retracing_warning(monkeypatch):
+    """Five calls each of sgldcv, sgld, sgld with SVRG and check_stepsize on the README's model
+    (same model and shapes, new seeds), TensorFlow's loggers ("tensorflow", "absl") captured at
+    WARNING: no "triggered tf.function retracing" line. TensorFlow's detector is reset first (its
+    counts are per process and it warns at most twice per key, so earlier tests could hide it).
+    Broken variant (run: the package's own functions as plain tf.function, before the change):
+    6 such lines (sgldcv's sample_groups call and estimate_for_storage, the full-data gradient
+    _lik_grad; sgld; NegativeHessian's HVP)."""
+    import logging
+
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+    monkeypatch.setattr(pf, "_frequent_tracing_detector_manager", pf._FrequentTracingDetectorManager())
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    loggers = [logging.getLogger("tensorflow"), logging.getLogger("absl")]
+    levels = [logger.level for logger in loggers]  # conftest raises "tensorflow" to ERROR
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+    x = np.random.default_rng(1).normal(0.5, 1.0, size=2_000).astype(np.float32)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfp.distributions.Normal(params["mu"], 1.0).log_prob(dataset["x"]))
+
+    def log_prior(params):
+        return tfp.distributions.Normal(0.0, 10.0).log_prob(params["mu"])
+
+    args = (log_lik, {"x": x}, {"mu": 0.0}, 1e-4)
+    kw = dict(log_prior=log_prior, minibatch_size=100, n_iters=50, verbose=False)
+    try:
+        for seed in range(5):
+            sgmcmc.sgldcv(*args, n_iters_opt=100, seed=seed, **kw)
+            sgmcmc.sgld(*args, seed=seed, **kw)
+            sgmcmc.sgld(*args, seed=seed, estimator="svrg", svrg_period=10, **kw)
+            sgmcmc.check_stepsize(log_lik, {"x": x}, {"mu": 0.5}, 1e-4, log_prior, warn=False)
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+    retracing = [r.getMessage()[:120] for r in records if "retracing" in r.getMessage()]
+    assert not retracing, retracing

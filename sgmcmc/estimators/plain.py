@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..dynamics.base import Estimate, Params
+from ..graph_options import own_function
 from ..rows import Rows
 from .chains import map_over_chains
 
@@ -168,7 +169,7 @@ class MinibatchGradient:
         in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
         estimator."""
         if self._block_gradient is None:
-            self._block_gradient = tf.function(self._lik_grad, reduce_retracing=True)
+            self._block_gradient = own_function(self._lik_grad, reduce_retracing=True)
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = {name: np.zeros(p.shape, np.float64) for name, p in params.items()}
         rows = self.rows

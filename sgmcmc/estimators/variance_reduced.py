@@ -47,6 +47,7 @@ from typing import Callable
 import tensorflow as tf
 
 from ..dynamics.base import Estimate, Params
+from ..graph_options import own_function
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
 
 
@@ -148,7 +149,7 @@ class SAGAGradient(_WithState):
             for name, v in like.items()
         }
         self.table_sum = {name: tf.Variable(tf.zeros_like(v), name=f"{name}_saga_sum") for name, v in like.items()}
-        self._fill_rows = tf.function(self._fill_rows_impl, reduce_retracing=True)
+        self._fill_rows = own_function(self._fill_rows_impl, reduce_retracing=True)
 
     @staticmethod
     def table_bytes(n_chains: int, n_rows: int, dim: int, dtype: tf.DType) -> int:

@@ -85,6 +85,7 @@ from .. import samplers as _samplers
 from ..analysis.stein_discrepancy import ksd
 from ..errors import DivergenceError, StepsizeWarning
 from ..estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..graph_options import own_function
 from ..dynamics import HAMCMC, PSGLD
 from ..dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
@@ -154,10 +155,10 @@ class _ExactScores:
 
     def __init__(self, plain: MinibatchGradient):
         self.plain = plain
-        self._lik = tf.function(lambda pts, batch: tf.vectorized_map(
+        self._lik = own_function(lambda pts, batch: tf.vectorized_map(
             lambda u: value_and_grad(lambda p: plain.log_lik(p, batch), u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
-        self._prior = None if plain.log_prior is None else tf.function(lambda pts: tf.vectorized_map(
+        self._prior = None if plain.log_prior is None else own_function(lambda pts: tf.vectorized_map(
             lambda u: value_and_grad(plain.log_prior, u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
 
