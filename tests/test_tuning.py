@@ -22,6 +22,7 @@ from sgmcmc.schedules import Schedule
 from sgmcmc.tuning.curvature import largest_safe_mu, sd_ratio
 
 sys.path.insert(0, str(Path(__file__).parent))
+from reference_regression import correlated_regression  # noqa: E402
 from reference_sghmc import sghmc_stationary_variance  # noqa: E402
 
 SIGMA = 0.5
@@ -306,24 +307,10 @@ ILL_D, ILL_N = 5, 2_000
 
 @pytest.fixture(scope="module")
 def ill():
-    """y = Xb + N(0, 1), N = 2,000, d = 5, AR(1) (ρ = 0.7) covariates with sds 10^-0.25 … 10^0.25,
-    prior N(0, 10² I): posterior N(P⁻¹Xᵀy, P⁻¹) exactly, P = XᵀX + I/100 (λ_max 1.03e4,
-    condition number 46), float64."""
-    rng = np.random.default_rng(5)
-    corr = 0.7 ** np.abs(np.subtract.outer(np.arange(ILL_D), np.arange(ILL_D)))
-    X = rng.multivariate_normal(np.zeros(ILL_D), corr, size=ILL_N) * 10 ** np.linspace(-0.25, 0.25, ILL_D)
-    y = X @ rng.normal(0, 1, ILL_D) + rng.normal(0, 1, ILL_N)
-    P = X.T @ X + np.eye(ILL_D) / 100
-    cov = np.linalg.inv(P)
-
-    def log_lik(p, ds):
-        return -0.5 * tf.reduce_sum(tf.square(ds["y"] - tf.linalg.matvec(ds["X"], p["b"])))
-
-    def log_prior(p):
-        return -0.5 * tf.reduce_sum(tf.square(p["b"])) / 100
-
-    return dict(log_lik=log_lik, log_prior=log_prior, data={"X": X, "y": y}, P=P, mean=cov @ X.T @ y,
-                sd=np.sqrt(np.diag(cov)), lam=np.linalg.eigvalsh(P)[-1], start={"b": np.zeros(ILL_D)})
+    """reference_regression.correlated_regression: N = 2,000, d = 5, AR(1) ρ = 0.7, covariate sds
+    10^-0.25 … 10^0.25, prior N(0, 10² I): exact Gaussian posterior (λ_max 1.03e4, condition
+    number 46), float64."""
+    return correlated_regression(ILL_N, ILL_D, 0.7, 0.25)
 
 
 #: Largest |mean error| (posterior sds) and the sd-ratio range each tuned chain must meet.

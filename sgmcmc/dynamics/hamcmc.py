@@ -42,6 +42,19 @@ minibatch Ω_τ — the one the drift of iteration τ used — through the estim
   the one at θ₀.
 
 Aux state: the last M samples, the M − 1 pairs, the last estimate and an iteration count.
+
+**Memory** (``memory=None``, the default: :func:`default_memory`, M = min(D + 1, 50), D the number
+of parameters; issue 22.3). On a Gaussian, D linearly independent pairs determine the Hessian, so
+with M − 1 ≥ D pairs H_t can equal A⁻¹ and ε is on the standardised scale in *every* direction;
+with fewer, the directions the pairs do not span get γI, γ ~ the inverse curvature along the newest
+pair, and a correlated posterior is then sampled at wrong scales (the old default M = 5 left worst
+mean errors of 2.4 sd on a correlated d = 26 regression where M = 27 gave 0.12; issue 22: > 2 sds
+on the 26-parameter posterior). Cost of M, per chain: memory (2M − 1)·D numbers; time O(M·D) for
+H g and O(M²·D) for S z per iteration (at D = 26, M = 27: 3.4 s for compilation and 10,000
+iterations on 2 cores); and mixing: iteration t moves the sample of t − M, so the chain is M
+interleaved chains and the warm-up (2M iterations) and burn-in grow with M (each of the M
+interleaved chains needs its own). The cap 50 keeps the O(M²·D) term and the M-fold burn-in
+bounded where D is large (there L-BFGS with 49 pairs is a partial preconditioner, as in the paper).
 """
 
 from __future__ import annotations
@@ -53,6 +66,15 @@ import tensorflow as tf
 from .base import Estimate, Estimator, Params, stepsize_at
 
 _CURVATURE_TOL = 1e-8
+
+#: The largest automatic memory (``memory=None``): module docstring.
+MEMORY_CAP = 50
+
+
+def default_memory(dim: int) -> int:
+    """The automatic memory for ``dim`` parameters: min(dim + 1, :data:`MEMORY_CAP`), at least 2
+    (module docstring: memory)."""
+    return max(2, min(int(dim) + 1, MEMORY_CAP))
 
 
 def flatten(params: Params) -> tf.Tensor:
@@ -165,17 +187,18 @@ def sqrt_apply(z: tf.Tensor, s: tf.Tensor, y: tf.Tensor, rho: tf.Tensor, valid: 
 @dataclass(frozen=True)
 class HAMCMC:
     stepsize: dict
-    memory: int = 5
+    memory: int | None = None  # None: default_memory(D), resolved from the parameters' shapes
     damping: float = 0.0
     warmup_stepsize: dict | None = None
 
     def __post_init__(self):
-        if self.memory < 2:
+        if self.memory is not None and self.memory < 2:
             raise ValueError(f"hamcmc needs memory >= 2 (Şimşekli et al. 2016, §3.2), got memory={self.memory}")
 
     def init_aux(self, params: Params, rng) -> dict:
         x = flatten(params)
-        k, d, m = tf.shape(x)[0], x.shape[1], self.memory
+        k, d = tf.shape(x)[0], x.shape[1]
+        m = default_memory(d) if self.memory is None else self.memory
         zeros_pairs = tf.zeros([k, m - 1, d], x.dtype)
         return {
             "thetas": tf.tile(x[:, None, :], [1, m, 1]),
@@ -206,7 +229,7 @@ class HAMCMC:
         rho, valid, gamma = lbfgs_pairs(s, y)
         precond_g = root_eps * two_loop(root_eps * g, s, y, rho, gamma)
         precond_z = root_eps * sqrt_apply(z, s, y, rho, valid, gamma)
-        warm = (aux["count"] < 2 * self.memory)[:, None]
+        warm = (aux["count"] < 2 * thetas.shape[1])[:, None]  # 2M: M = the memory in use
         drift = tf.where(warm, root_warm * root_warm * g, precond_g)
         noise = tf.where(warm, root_warm * z, precond_z)
         new = base + 0.5 * drift + noise
