@@ -383,3 +383,38 @@ def test_tune_stepsize_table_says_which_candidates_were_excluded(ill):
     with pytest.raises(ValueError, match="every candidate stepsize is above the stepsize check's cap"):
         sgmcmc.tune_stepsize("sgld", g["log_lik"], g["data"], g["start"], g["log_prior"], minibatch_size=100,
                              stepsizes=[2 * safe], budget=40_000, verbose=False, dtype=tf.float64)
+
+
+def test_tuned_hamcmc_stepsize_on_its_standardised_scale(ill):
+    """HAMCMC (SVRG, default memory) tuned with the default grid, which is on its standardised scale
+    (0.95 · 0.694/32 … 0.95 · 0.694, not SGLD's ε ~ 1/λ_max), the warm-up at the SGLD cap. Then a
+    fresh chain at the tuned ε: 2,000 iterations dropped, 18,000 kept, and the exact scaled
+    curvature μ = ε λ_max(H P) of its L-BFGS matrix H at 9 snapshots (every 2,000 iterations):
+    its median must give ρ(μ) <= 1.1 (single snapshots range widely: the curvature-estimate noise).
+    Tuning seeds 1-5 (chain seeds 11-15): ε 0.245 (4 seeds), 0.402; snapshot medians μ 0.31-0.51
+    (maxima 0.54-1.96); worst mean errors 0.028-0.058 sd, sd ratios 1.03-1.14. Tolerances 0.3 sd,
+    [0.9, 1.25]. Broken variants (run): no post-run check for HAMCMC - fails (median μ 0.81,
+    ρ 1.12); one snapshot instead of the median of 5 - passes on this seed (this test does not
+    show the median necessary)."""
+    from sgmcmc.dynamics.hamcmc import lbfgs_pairs, two_loop
+
+    g = ill
+    eps, table = sgmcmc.tune_stepsize("hamcmc", g["log_lik"], g["data"], g["start"], g["log_prior"], minibatch_size=100,
+                                      budget=500_000, seed=1, verbose=False, dtype=tf.float64, estimator="svrg")
+    assert table["stepsize"].max() == pytest.approx(0.95 * largest_safe_mu("sgld"))
+    sampler = sgmcmc.hamcmc_setup(g["log_lik"], g["data"], g["start"], eps, log_prior=g["log_prior"], minibatch_size=100,
+                                  seed=11, dtype=tf.float64, estimator="svrg", warmup_stepsize=0.95 * largest_safe_mu("sgld") / g["lam"])
+    sgmcmc.sample_chain(sampler, 2_000, False)
+    draws, mus = [], []
+    for _ in range(9):
+        draws.append(sgmcmc.sample_chain(sampler, 2_000, False)["b"])
+        s, y = sampler._aux["s"][:1], sampler._aux["y"][:1]
+        rho, _, gamma = lbfgs_pairs(s, y)
+        H = np.stack([two_loop(tf.constant(e[None]), s, y, rho, gamma).numpy()[0] for e in np.eye(ILL_D)])
+        mus.append(eps * np.max(np.linalg.eigvals(H @ g["P"]).real))
+    assert sd_ratio("sgld", float(np.median(mus))) <= 1.1, mus
+    draws = np.concatenate(draws)
+    mean_error = np.abs(draws.mean(0) - g["mean"]) / g["sd"]
+    ratio = draws.std(0) / g["sd"]
+    assert mean_error.max() < 0.3, mean_error
+    assert np.all((0.9 < ratio) & (ratio < 1.25)), ratio
