@@ -114,10 +114,11 @@ def error_curve(name: str, settings: dict, problem: dict, lengths: list[int], se
     return rows
 
 
-def correlated_26(quick: bool) -> dict:
+def correlated_26(quick: bool, seed: int = 1) -> dict:
     """Part C: OSGLD (auto burn-in), tuned SGLD-CV and HAMCMC (default memory) on 26 correlated
     parameters against the exact posterior; returns name -> errors (and OSGLD's burn-in, SGLD-CV's
-    stepsize and the tuner's cap)."""
+    stepsize and the tuner's cap). ``seed``: OSGLD's and the tuner's; SGLD-CV's chain ``seed + 1``,
+    HAMCMC's ``seed + 2``."""
     problem = make_problem(n_rows=5_000, d=26, log10_sd=(-0.5, 0.5) if quick else (-1.0, 1.0))
     n_iters = 8_000 if quick else 40_000
     start, common = {"beta": np.zeros(26)}, dict(log_prior=log_prior, minibatch_size=500, dtype=F64, verbose=False)
@@ -132,18 +133,18 @@ def correlated_26(quick: bool) -> dict:
 
     t0 = time.perf_counter()
     out = sgmcmc.osgld(log_lik, problem["dataset"], start, n_iters=n_iters, auto_burn_in=True, max_burn_in=100_000,
-                       seed=1, **common)
+                       seed=seed, **common)
     show("osgld", out["beta"], time.perf_counter() - t0, burn_in=out.burn_in_found)  # kept draws follow the burn-in
 
     t0 = time.perf_counter()
-    eps, table = sgmcmc.tune_stepsize("sgldcv", log_lik, problem["dataset"], start, budget=50 * 5_000, seed=1, **common)
-    out = sgmcmc.sgldcv(log_lik, problem["dataset"], start, eps, n_iters=n_iters, seed=2, **common)
+    eps, table = sgmcmc.tune_stepsize("sgldcv", log_lik, problem["dataset"], start, budget=50 * 5_000, seed=seed, **common)
+    out = sgmcmc.sgldcv(log_lik, problem["dataset"], start, eps, n_iters=n_iters, seed=seed + 1, **common)
     show("sgldcv", out["beta"][n_iters // 5:], time.perf_counter() - t0, stepsize=eps,
          cap=table.attrs["cap"]["stepsize"])
 
     t0 = time.perf_counter()
     out = sgmcmc.hamcmc(log_lik, problem["dataset"], start, 0.3, warmup_stepsize=0.6 / problem["lambda_max"],
-                        estimator="svrg", n_iters=n_iters, seed=3, **common)
+                        estimator="svrg", n_iters=n_iters, seed=seed + 2, **common)
     show("hamcmc", out["beta"][n_iters // 5:], time.perf_counter() - t0)
     results["condition"] = problem["condition"]
     return results
