@@ -232,13 +232,17 @@ class _Cap:
         #: the SGLD one (HAMCMC's warm-up).
         self.stepsize = self.mu / self.curvature if self.curvature > 0 else math.inf
 
-    def default_grid(self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int, lam: float) -> list[float]:
-        """``n`` log-spaced candidates ending at (plain dynamics) or around (pSGLD, HAMCMC: the cap
-        is predicted, the post-run check decides) the cap."""
+    def default_grid(
+        self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int, psgld_lam: float
+    ) -> list[float]:
+        """``n`` log-spaced candidates up to the cap (plain dynamics; HAMCMC: its cap on the
+        standardised scale, where H A ≈ I) or around it (pSGLD: the cap at the predicted
+        preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ); for pSGLD and HAMCMC the
+        post-run check decides."""
         if self.name == "hamcmc":  # standardised scale: εHA ≈ εI
             return list(np.geomspace(self.mu / 32, self.mu, n))
         if self.name == "psgld":  # V ≈ (N/n) diag(A) at stationarity (module docstring)
-            g = {k: 1.0 / (lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
+            g = {k: 1.0 / (psgld_lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
             predicted = self.mu / self.scaled_curvature(g)
             return list(np.geomspace(predicted / 16, 2 * predicted, n))
         return list(np.geomspace(self.stepsize / 32, self.stepsize, n))
@@ -293,8 +297,8 @@ class _Cap:
         what = {"psgld": "stepsize × preconditioner", "hamcmc": "stepsize × L-BFGS matrix"}.get(self.name, "stepsize")
         ratio = sd_ratio(self.dynamics, mu, **next(iter(self.hyper.values())))
         stretch = "unstable" if not np.isfinite(ratio) else f"sd ×{ratio:.3g} along the stiffest direction"
-        return (f"{what} × curvature = {mu:.3g} > cap {self.mu:.3g} ({CAP_MARGIN:g} × safe): {stretch}, "
-                f"check_stepsize would warn")
+        judge = "the SGLD check at this preconditioned stepsize would warn" if self.preconditioned else "check_stepsize would warn"
+        return f"{what} × curvature = {mu:.3g} > cap {self.mu:.3g} ({CAP_MARGIN:g} × safe): {stretch}, {judge}"
 
 
 def _record(i: int, eps: float, rows: int, rnd: int, **fields: Any) -> dict[str, Any]:
