@@ -17,7 +17,7 @@ import timeit
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
-from sgmcmc.run.graph_options import package_call_options  # noqa: E402
+from sgmcmc.graph_options import package_call_options  # noqa: E402
 
 
 def _enter_exit() -> None:

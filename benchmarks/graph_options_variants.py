@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from tensorflow.core.protobuf import rewriter_config_pb2  # noqa: E402
 
 import sgmcmc  # noqa: E402
-import sgmcmc.run.graph_options as graph_options  # noqa: E402
+import sgmcmc.graph_options as graph_options  # noqa: E402
 import logreg_model  # noqa: E402
 
 RC = rewriter_config_pb2.RewriterConfig

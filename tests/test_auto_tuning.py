@@ -104,3 +104,81 @@ def test_mode_search_warns_when_unconverged(logistic):
                                   log_prior=_logistic_prior, n_iters_opt=20, seed=1, verbose=False)
     with pytest.warns(ModeSearchWarning, match="has not converged"):
         sgmcmc.init_sess(sampler)
+
+
+# ---------------------------------------------------------------- issue 22.4: no retracing noise
+def test_repeated_calls_log_no_retracing_warning(monkeypatch):
+    """Five calls each of sgldcv, sgld, sgld with SVRG and check_stepsize on the README's model
+    (same model and shapes, new seeds), TensorFlow's loggers ("tensorflow", "absl") captured at
+    WARNING: no "triggered tf.function retracing" line. TensorFlow's detector is reset first (its
+    counts are per process and it warns at most twice per key, so earlier tests could hide it).
+    Broken variant (run: the package's own functions as plain tf.function, before the change):
+    6 such lines (sgldcv's sample_groups call and estimate_for_storage, the full-data gradient
+    _lik_grad; sgld; NegativeHessian's HVP)."""
+    import logging
+
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+    monkeypatch.setattr(pf, "_frequent_tracing_detector_manager", pf._FrequentTracingDetectorManager())
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    loggers = [logging.getLogger("tensorflow"), logging.getLogger("absl")]
+    levels = [logger.level for logger in loggers]  # conftest raises "tensorflow" to ERROR
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+    x = np.random.default_rng(1).normal(0.5, 1.0, size=2_000).astype(np.float32)
+
+    def log_lik(params, dataset):
+        return tf.reduce_sum(tfp.distributions.Normal(params["mu"], 1.0).log_prob(dataset["x"]))
+
+    def log_prior(params):
+        return tfp.distributions.Normal(0.0, 10.0).log_prob(params["mu"])
+
+    args = (log_lik, {"x": x}, {"mu": 0.0}, 1e-4)
+    kw = dict(log_prior=log_prior, minibatch_size=100, n_iters=50, verbose=False)
+    try:
+        for seed in range(5):
+            sgmcmc.sgldcv(*args, n_iters_opt=100, seed=seed, **kw)
+            sgmcmc.sgld(*args, seed=seed, **kw)
+            sgmcmc.sgld(*args, seed=seed, estimator="svrg", svrg_period=10, **kw)
+            sgmcmc.check_stepsize(log_lik, {"x": x}, {"mu": 0.5}, 1e-4, log_prior, warn=False)
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+    retracing = [r.getMessage()[:120] for r in records if "retracing" in r.getMessage()]
+    assert not retracing, retracing
+
+
+# ---------------------------------------------------------------- issue 22.3: HAMCMC's default memory
+def test_hamcmc_default_memory_recovers_a_correlated_26_dimensional_posterior():
+    """y = Xb + N(0, 1), N = 5,000, d = 26, AR(1) (ρ = 0.9) covariates with sds 10^-0.5 … 10^0.5,
+    prior N(0, 10² I): posterior N(P⁻¹Xᵀy, P⁻¹), P = XᵀX + I/100 exactly (condition number
+    5.1e3, coordinates correlated up to 0.9). HAMCMC with its default memory and damping (memory
+    None: min(d + 1, 50) = 27 pairs + 1), stepsize 0.3 (standardised scale), SGLD warm-up
+    0.6/λ_max, SVRG (the docstring's advice), n = 500, 10,000 iterations, first 2,000 dropped,
+    float32. Seeds 1-5: worst mean errors 0.089-0.127 sd, sd ratios 0.987-1.139. Tolerances 0.4 sd,
+    [0.85, 1.3]. Broken variant (the old default, memory=5, run): worst mean errors 2.40-3.39 sd,
+    sd ratios 0.75-2.31 on the same seeds: fails both."""
+    from reference_regression import correlated_regression
+
+    from sgmcmc.step.dynamics.hamcmc import default_memory
+
+    d = 26
+    g = correlated_regression(5_000, d, 0.9, 0.5)
+    X, y, P, mean, sd, log_lik, log_prior = g["data"]["X"], g["data"]["y"], g["P"], g["mean"], g["sd"], g["log_lik"], g["log_prior"]
+
+    assert default_memory(d) == 27 and default_memory(1) == 2 and default_memory(1_000) == 50
+    sampler = sgmcmc.hamcmc_setup(log_lik, {"X": X.astype(np.float32), "y": y.astype(np.float32)},
+                                  {"b": np.zeros(d, np.float32)}, 0.3, log_prior=log_prior, minibatch_size=500,
+                                  warmup_stepsize=0.6 / np.linalg.eigvalsh(P)[-1], estimator="svrg", seed=1)
+    draws = sgmcmc.sample_chain(sampler, 10_000, False)["b"][2_000:]
+    mean_error = np.abs(draws.mean(0) - mean) / sd
+    ratio = draws.std(0) / sd
+    assert mean_error.max() < 0.4, mean_error
+    assert np.all((0.85 < ratio) & (ratio < 1.3)), ratio
+    assert sampler._aux["thetas"].shape[1] == 27  # the memory in use
+    with pytest.raises(ValueError, match="memory must be >= 2"):
+        sgmcmc.hamcmc_setup(log_lik, {"X": X, "y": y}, {"b": np.zeros(d)}, 0.3, memory=1)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from ..graph_options import own_function
 from ..checks import inputs
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
 from ..data.rows import Rows
@@ -83,7 +84,7 @@ def full_gradients(
             value += tf.reduce_sum(b.forward_log_det_jacobian(u[n], event_ndims=u[n].shape.rank))
         return value
 
-    @tf.function(reduce_retracing=True)
+    @own_function(reduce_retracing=True)
     def lik_grads(block, batch):
         return tf.vectorized_map(
             lambda u: value_and_grad(lambda p: log_lik(constrain(p), batch), u)[1],
@@ -91,7 +92,7 @@ def full_gradients(
             fallback_to_while_loop=True,
         )
 
-    @tf.function(reduce_retracing=True)
+    @own_function(reduce_retracing=True)
     def prior_grads(block):
         return tf.vectorized_map(lambda u: value_and_grad(prior_term, u)[1], block, fallback_to_while_loop=True)
 

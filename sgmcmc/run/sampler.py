@@ -24,7 +24,7 @@ own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast
 for every minibatch kind and chain count measured). Under XLA the step API calls the loop's own
 ``advance`` program with n = 1 and a block holding one iteration, because two XLA programs of
 the same iteration may round differently in the last bit; in graph mode it calls a step function
-of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.run.graph_options`). A model XLA
+of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
 cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
 first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
 indices where graph mode raises.
@@ -47,7 +47,7 @@ from ..step.contract import BoundEstimator, Estimate
 from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
 from ..step.estimators import ControlVariateGradient, MinibatchGradient
 from ..distribute.placement import RowShard
-from .graph_options import package_call_options
+from ..graph_options import own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from ..data.pipeline import BlockFeed, iterations_per_block
 from ..step.random import ChainRandom
@@ -413,7 +413,7 @@ class Sampler:
 
     def _compiled(self, key, make):
         if key not in self._functions:
-            self._functions[key] = tf.function(make, jit_compile=self.jit_compile or None)
+            self._functions[key] = own_function(make, jit_compile=self.jit_compile or None)
         return self._functions[key]
 
     def _call(self, key, make, *args):
@@ -601,7 +601,7 @@ class Sampler:
         if self._estimate_for_storage is None:
             evaluate = getattr(self.estimator, "for_storage", self.estimator)
 
-            @tf.function
+            @own_function
             def estimate(block):
                 t = self._iteration.read_value() + 1
                 self._storage_rng.begin(t, _iteration_of(block, 0))
@@ -619,7 +619,7 @@ class Sampler:
         if self._run_opt_chunk is None:
             kernel = SGD(self.control_variate.opt_stepsize)
 
-            @tf.function
+            @own_function
             def run_opt_chunk(n, t0, block):
                 params = {k: v.read_value()[None] for k, v in self.estimator.mode.items()}
                 last = tf.zeros([1], self.dtype)
@@ -679,7 +679,7 @@ class Sampler:
         if self.jit_compile:
             self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
         if not self.jit_compile:
-            checked = tf.function(self._checked_step)
+            checked = own_function(self._checked_step)
 
             def run(block) -> bool:
                 if self._step_function is None:  # one trace; the block's shape never changes

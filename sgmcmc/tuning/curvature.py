@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from ..checks import inputs
 from ..errors import StepsizeWarning
+from ..graph_options import own_function
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 Arrays = dict[str, np.ndarray]
@@ -90,12 +91,12 @@ class NegativeHessian:
         self.estimator = estimator
         self.params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         self.dtype = next(iter(self.params.values())).dtype
-        self._lik = tf.function(
+        self._lik = own_function(
             lambda p, v, batch: _hvp(lambda q: estimator.log_lik(q, batch), p, v), reduce_retracing=True
         )
         self._prior = None
         if estimator.log_prior is not None:
-            self._prior = tf.function(lambda p, v: _hvp(estimator.log_prior, p, v), reduce_retracing=True)
+            self._prior = own_function(lambda p, v: _hvp(estimator.log_prior, p, v), reduce_retracing=True)
         self.calls = 0
 
     def __call__(self, v: Arrays) -> Arrays:

@@ -24,6 +24,47 @@ search; minibatch estimates would mostly measure their own noise), on standardis
 from Hessian-vector products: the unit-scale IMQ kernel then sees every coordinate at its
 posterior scale. (The sample sd would give each candidate its own scale: not comparable.)
 
+**The cap: no candidate the stepsize check would flag.** Short runs' KSD rewards mixing over
+bias (a chain that moves faster looks better after a few hundred iterations even when its
+stationary sd is too wide), so left alone the search drifts to the top of its grid, beyond the
+stepsize :func:`sgmcmc.check_stepsize` calls safe (issue 22: ελ_max = 2.78 for SGLD-CV, sd ×1.64
+along the stiffest direction). Two fixes were possible: cap the grid at the check's safe
+stepsize, or add the predicted discretisation bias to the KSD. The cap is used: the check's sd
+distortion is a Gaussian prediction whose units (relative sd error) cannot be added to a KSD
+without an arbitrary weight, the library has exactly one notion of "too large" (the check's 10 %)
+that the sampler itself enforces, and a cap never spends budget on a candidate that could not be
+returned. Within the cap the KSD still ranks by mixing. A candidate is excluded when its scaled
+curvature :math:`\mu = \lambda_{\max}(E^{1/2}AE^{1/2})` (:mod:`.curvature`, E the sampler's
+effective stepsize) exceeds :data:`CAP_MARGIN` × the safe μ of its dynamics (SGLD
+:math:`4(1 - 1.1^{-2}) = 0.694`; SGHMC, SGNHT at their ``alpha``, ``L``, ``a``); the margin
+covers the check's power iteration stopping early or being run at a slightly different mode.
+
+* SGLD, SGHMC, SGNHT and their CV versions: E = εI, μ = ελ_max with A at the start (the mode
+  for CV samplers, where their own check runs), λ_max by the check's power iteration (100
+  products, tolerance 1e-4: the Rayleigh quotient rises to λ_max, so this is at least the CV
+  samplers' own 30-product estimate). Excluded before any run.
+* pSGLD: E = εG, :math:`G = \mathrm{diag}(1/(\lambda + \sqrt V))` the RMSprop preconditioner
+  (pSGLD is SGLD with stepsize εG while G moves slowly). G is read from each candidate's chain
+  after each of its runs, and a candidate over the cap is excluded then (KSD ignored). The
+  default grid is centred on the prediction :math:`V \approx (N/n)\,\mathrm{diag}(A)`: at
+  stationarity the exact gradient has covariance A and the minibatch adds (N/n − 1) times the
+  per-row gradient covariance, which is A/N on a well-specified model (the information identity).
+* HAMCMC: E = εH with H the L-BFGS inverse-Hessian estimate of the chain's pairs
+  (μ = λ_max(εHA), power iteration on x ↦ εH(Ax)), read after each run as for pSGLD. HAMCMC's ε
+  is on the standardised scale (HA ≈ I): its default grid is centred on the safe μ itself, and the
+  post-run check catches the noise of the curvature estimates (λ_max(HA) > 1 when the pairs are
+  noisy or the memory spans too few directions). That noise also makes one H a poor guide: on a
+  d = 5 regression λ_max(HA) over 40 snapshots of one chain had median 1.3, 90 % quantile 2.5,
+  maximum 7.1. So μ is the median over :data:`HAMCMC_SNAPSHOTS` matrices: the run's last, then
+  after each of 4 further stretches of M iterations (new pairs each time) continued from the
+  saved state (not counted in the budget; the candidate's chain itself continues from the saved
+  state, so they do not change it). Its SGLD warm-up, unless ``warmup_stepsize`` is
+  given, runs at the SGLD cap CAP_MARGIN · 0.694/λ_max (at ε on the standardised scale it would
+  diverge).
+
+Excluded candidates stay in the table (``excluded`` True, ``reason`` saying μ, the cap and the
+sd inflation ρ(μ) the check predicts). When every candidate is excluded, ValueError.
+
 **Determinism.** Every candidate's chain uses the same seed (common random numbers: the
 candidates see the same minibatches and noise, so KSD differences come from the stepsize, not
 from luck); all randomness comes from ``seed``, so the same seed gives the same table.
@@ -33,6 +74,7 @@ table says which round was reached).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import tempfile
@@ -47,8 +89,11 @@ import tensorflow as tf
 from ..analysis.stein_discrepancy import ksd
 from ..errors import DivergenceError, StepsizeWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..graph_options import own_function
+from ..step.dynamics import HAMCMC, PSGLD
+from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
-from .curvature import NegativeHessian, largest_eigenvalue, largest_safe_mu
+from .curvature import DYNAMICS, NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, sd_ratio
 
 #: Samplers tune_stepsize can run (gradient samplers with a stepsize).
 
@@ -59,6 +104,19 @@ def _public():
     return sgmcmc
 
 TUNABLE = ("sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv", "psgld", "hamcmc")
+
+#: A candidate is excluded when its scaled curvature μ exceeds this fraction of its dynamics'
+#: safe μ (module docstring: the cap).
+CAP_MARGIN = 0.95
+
+#: The power iteration of the cap: check_stepsize's defaults (products, relative tolerance, seed).
+CAP_POWER_ITERATION = (100, 1e-4, 0)
+
+#: The post-run check of pSGLD and HAMCMC: the CV samplers' own check (30 products, 1e-3).
+AFTER_RUN_POWER_ITERATION = (30, 1e-3, 0)
+
+#: HAMCMC's μ is the median over this many L-BFGS matrices (module docstring: the cap).
+HAMCMC_SNAPSHOTS = 5
 
 
 class _Tunable(Schedule):
@@ -79,12 +137,11 @@ def _method_name(method: str | Callable) -> str:
     return name
 
 
-def _diagonal_curvature(estimator: MinibatchGradient, point: Mapping[str, Any], max_exact: int) -> dict[str, np.ndarray]:
-    r""":math:`\mathrm{diag}(-\nabla^2\log p)` at ``point``: one Hessian-vector product per
-    coordinate up to ``max_exact`` coordinates, else Hutchinson's estimate
-    :math:`E[v\odot Av]` with 64 Rademacher probes (seed 0). Floored at 1e-12 of its largest
-    entry (a flat direction keeps a finite scale)."""
-    hess = NegativeHessian(estimator, point)
+def _diagonal_curvature(hess: NegativeHessian, point: Mapping[str, Any], max_exact: int) -> dict[str, np.ndarray]:
+    r""":math:`\mathrm{diag}(-\nabla^2\log p)` at ``point`` (``hess``, the operator there): one
+    Hessian-vector product per coordinate up to ``max_exact`` coordinates, else Hutchinson's
+    estimate :math:`E[v\odot Av]` with 64 Rademacher probes (seed 0). Floored at 1e-12 of its
+    largest entry (a flat direction keeps a finite scale)."""
     zeros = {k: np.zeros(np.shape(v)) for k, v in point.items()}
     diag = {k: np.zeros(np.shape(v)) for k, v in point.items()}
     dim = sum(z.size for z in zeros.values())
@@ -112,10 +169,10 @@ class _ExactScores:
 
     def __init__(self, plain: MinibatchGradient):
         self.plain = plain
-        self._lik = tf.function(lambda pts, batch: tf.vectorized_map(
+        self._lik = own_function(lambda pts, batch: tf.vectorized_map(
             lambda u: value_and_grad(lambda p: plain.log_lik(p, batch), u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
-        self._prior = None if plain.log_prior is None else tf.function(lambda pts: tf.vectorized_map(
+        self._prior = None if plain.log_prior is None else own_function(lambda pts: tf.vectorized_map(
             lambda u: value_and_grad(plain.log_prior, u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
 
@@ -136,8 +193,127 @@ def _standardised_ksd(samples, scores: _ExactScores, scale: Mapping[str, np.ndar
     points = samples.pooled("unconstrained")
     grads = scores(points)
     root = {k: np.sqrt(scale[k]) for k in points}
-    value = ksd({k: points[k] * root[k] for k in points}, gradients={k: grads[k] / root[k] for k in points})
+    # Already on the curvature's scale: standardise=False (ksd's default, the sample sd, would give
+    # each candidate its own scale and rank a chain that has barely left the mode best).
+    value = ksd({k: points[k] * root[k] for k in points}, gradients={k: grads[k] / root[k] for k in points}, standardise=False)
     return value if np.isfinite(value) else math.inf
+
+
+class _Cap:
+    r"""Which stepsizes the stepsize check would flag, for one sampler (module docstring: the cap).
+
+    Parameters
+    ----------
+    name
+        The sampler (one of :data:`TUNABLE`).
+    hess
+        :math:`v \mapsto Av` at the start (the mode for CV samplers).
+    like
+        Zeros of the parameters' shapes (the operator's argument).
+    sampler_kwargs
+        The sampler's keyword arguments (SGHMC's ``alpha``, ``L``; SGNHT's ``a``).
+    defaults
+        The ``*_setup`` signature's defaults (for the hyperparameters not given).
+    """
+
+    def __init__(
+        self, name: str, hess: NegativeHessian, like: dict[str, np.ndarray], sampler_kwargs: Mapping[str, Any],
+        defaults: Mapping[str, Any],
+    ):
+        base = name.removesuffix("cv")
+        #: The dynamics whose distortion formula judges: pSGLD and HAMCMC are SGLD with a
+        #: preconditioned stepsize.
+        self.dynamics = base if base in DYNAMICS else "sgld"
+        self.preconditioned = base in ("psgld", "hamcmc")
+        self.name, self.hess, self.like = name, hess, like
+        value = {key: sampler_kwargs.get(key, defaults.get(key)) for key in ("alpha", "L", "a")}
+        self.hyper = _hyper(self.dynamics, list(like), value["alpha"], value["L"], value["a"])
+        safe = min(largest_safe_mu(self.dynamics, 0.1, **h) for h in self.hyper.values())
+        #: The largest scaled curvature a candidate may have.
+        self.mu = CAP_MARGIN * safe
+        max_iters, tol, seed = CAP_POWER_ITERATION
+        #: λ_max of A (Rayleigh quotient of the check's power iteration).
+        self.curvature = float(largest_eigenvalue(hess, like, max_iters, tol, seed)[0])
+        #: The largest stepsize of unpreconditioned dynamics (ε λ_max = mu); for pSGLD and HAMCMC
+        #: the SGLD one (HAMCMC's warm-up).
+        self.stepsize = self.mu / self.curvature if self.curvature > 0 else math.inf
+
+    def default_grid(
+        self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int, psgld_lam: float
+    ) -> list[float]:
+        """``n`` log-spaced candidates up to the cap (plain dynamics; HAMCMC: its cap on the
+        standardised scale, where H A ≈ I) or around it (pSGLD: the cap at the predicted
+        preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ); for pSGLD and HAMCMC the
+        post-run check decides."""
+        if self.name == "hamcmc":  # standardised scale: εHA ≈ εI
+            return list(np.geomspace(self.mu / 32, self.mu, n))
+        if self.name == "psgld":  # V ≈ (N/n) diag(A) at stationarity (module docstring)
+            g = {k: 1.0 / (psgld_lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
+            predicted = self.mu / self.scaled_curvature(g)
+            return list(np.geomspace(predicted / 16, 2 * predicted, n))
+        return list(np.geomspace(self.stepsize / 32, self.stepsize, n))
+
+    def scaled_curvature(self, steps: Mapping[str, Any]) -> float:
+        r""":math:`\lambda_{\max}(E^{1/2}AE^{1/2})` for a diagonal E (``steps``: name -> number or
+        array of the parameter's shape)."""
+        return float(_top_scaled(self.hess, self.like, steps, *AFTER_RUN_POWER_ITERATION)[0])
+
+    def before_run(self, eps: float) -> float | None:
+        """μ = ε λ_max for unpreconditioned dynamics; None for pSGLD and HAMCMC (known after a run)."""
+        return None if self.preconditioned else eps * self.curvature
+
+    def after_run(self, eps: float, sampler) -> float | None:
+        """μ of pSGLD (E = εG, at the chain's current preconditioner) or HAMCMC (E = εH, the median
+        over :data:`HAMCMC_SNAPSHOTS` L-BFGS matrices; the sampler runs on, so call it after the
+        state is saved); each chain's, the largest. None for the other dynamics."""
+        kernel = sampler.kernel
+        if isinstance(kernel, PSGLD):
+            # G for every chain; the largest entry over chains (a bound for all of them)
+            g = {k: np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0) for k, v in sampler._aux["v"].items()}
+            return self.scaled_curvature({k: eps * x for k, x in g.items()})
+        if isinstance(kernel, HAMCMC):
+            memory = int(sampler._aux["thetas"].shape[1])
+            snapshots = []
+            for k in range(HAMCMC_SNAPSHOTS):
+                if k:  # M more iterations: every pair renewed; one draw kept (the last)
+                    _public().sample_chain(sampler, memory, False, burn_in=sampler.iteration + memory - 1)
+                snapshots.append([self._hamcmc_mu(eps, sampler._aux["s"][c : c + 1], sampler._aux["y"][c : c + 1])
+                                  for c in range(sampler.n_chains)])
+            return float(np.max(np.median(snapshots, axis=0)))  # each chain's median; the largest
+        return None
+
+    def _hamcmc_mu(self, eps: float, s: tf.Tensor, y: tf.Tensor) -> float:
+        """λ_max(εHA) with H the L-BFGS matrix of the pairs ``s``, ``y`` ``[1, M − 1, D]`` (HA is
+        similar to the symmetric A^½HA^½: real, positive eigenvalues; power iteration on it)."""
+        names = list(self.like)
+        sizes = [self.like[k].size for k in names]
+        rho, _, gamma = lbfgs_pairs(s, y)
+
+        def op(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            ax = self.hess(x)
+            flat = np.concatenate([np.reshape(ax[k], -1) for k in names])[None, :]
+            h = eps * two_loop(tf.constant(flat, s.dtype), s, y, rho, gamma).numpy()[0]
+            parts = np.split(h, np.cumsum(sizes)[:-1])
+            return {k: part.reshape(np.shape(self.like[k])) for k, part in zip(names, parts)}
+
+        return float(largest_eigenvalue(op, self.like, *AFTER_RUN_POWER_ITERATION)[0])
+
+    def reason(self, mu: float) -> str:
+        """Why a candidate with scaled curvature ``mu`` was excluded."""
+        what = {"psgld": "stepsize × preconditioner", "hamcmc": "stepsize × L-BFGS matrix"}.get(self.name, "stepsize")
+        ratio = sd_ratio(self.dynamics, mu, **next(iter(self.hyper.values())))
+        stretch = "unstable" if not np.isfinite(ratio) else f"sd ×{ratio:.3g} along the stiffest direction"
+        judge = "the SGLD check at this preconditioned stepsize would warn" if self.preconditioned else "check_stepsize would warn"
+        return f"{what} × curvature = {mu:.3g} > cap {self.mu:.3g} ({CAP_MARGIN:g} × safe): {stretch}, {judge}"
+
+
+def _record(i: int, eps: float, rows: int, rnd: int, **fields: Any) -> dict[str, Any]:
+    """One row of the table (defaults: a candidate that did not run)."""
+    row = dict(candidate=i, stepsize=eps, minibatch_size=rows, round=rnd, iterations=0, total_iterations=0,
+               gradient_evaluations=0, ksd=math.nan, diverged=False, seconds=0.0, kept=False,
+               scaled_curvature=math.nan, excluded=False, reason="")
+    row.update(fields)
+    return row
 
 
 def tune_stepsize(
@@ -171,10 +347,12 @@ def tune_stepsize(
     log_lik, dataset, params, log_prior
         As for the sampler.
     stepsizes
-        The candidates. Default: ``n_candidates`` log-spaced stepsizes from ε_s/32 to 4 ε_s, with
-        ε_s the SGLD-safe stepsize :math:`0.694/\lambda_{\max}` at the start (the mode for CV
-        samplers; :func:`sgmcmc.check_stepsize`): from well inside to near the stability limit
-        5.8 ε_s.
+        The candidates; those the stepsize check would flag are excluded (module docstring: the
+        cap). Default: ``n_candidates`` log-spaced stepsizes from ε_c/32 to the cap ε_c =
+        0.95 · safe μ / λ_max at the start (the mode for CV samplers; SGLD's safe μ is 0.694,
+        :func:`sgmcmc.check_stepsize`); HAMCMC: from 0.95 · 0.694 / 32 to 0.95 · 0.694 (its
+        standardised scale); pSGLD: from ε_p/16 to 2 ε_p, ε_p the cap at the predicted
+        stationary preconditioner.
     minibatch_sizes
         Also tune the minibatch size over these (each a proportion or a count): the candidates
         are every (stepsize, minibatch size) pair. Default: ``minibatch_size`` only.
@@ -196,7 +374,8 @@ def tune_stepsize(
         dimension, by Hutchinson's estimate above it.
     **sampler_kwargs
         Passed to the sampler's ``*_setup``: ``alpha``, ``L``, ``opt_stepsize``, ``n_iters_opt``,
-        ``dtype``, ``constraints``, …
+        ``dtype``, ``constraints``, … (HAMCMC without ``warmup_stepsize``: its warm-up runs at
+        the SGLD cap, module docstring).
 
     Returns
     -------
@@ -204,13 +383,25 @@ def tune_stepsize(
         The chosen stepsize (a float) and a DataFrame with one row per candidate and round:
         ``candidate``, ``stepsize``, ``minibatch_size`` (rows), ``round``, ``iterations`` (this
         round), ``total_iterations``, ``gradient_evaluations`` (this round, the budget's unit),
-        ``ksd``, ``diverged``, ``seconds`` (run + KSD), ``kept`` (survived the round) and
-        ``chosen``. ``table.attrs["choice"]`` holds the chosen stepsize and minibatch size,
-        ``table.attrs["budget"]`` the budget.
+        ``ksd``, ``diverged``, ``seconds`` (run + KSD), ``kept`` (survived the round),
+        ``scaled_curvature`` (μ, module docstring; NaN where not computed), ``excluded`` (over the
+        cap: not run, or for pSGLD/HAMCMC its KSD ignored and the candidate dropped), ``reason``
+        (why excluded, else "") and ``chosen``. A candidate excluded before running has one row
+        (round 0, 0 iterations, KSD NaN). ``table.attrs["choice"]`` holds the chosen stepsize and
+        minibatch size, ``table.attrs["budget"]`` the budget, ``table.attrs["cap"]`` the largest
+        scaled curvature allowed (``scaled_curvature``), λ_max (``curvature``) and, for
+        unpreconditioned dynamics, the largest stepsize allowed (``stepsize``).
+
+    Raises
+    ------
+    ValueError
+        Every candidate is over the cap (before running, or for pSGLD/HAMCMC after), the
+        stepsizes are not positive numbers, or the budget is too small.
     """
     name = _method_name(method)
     setup = getattr(_public(), f"{name}_setup")
-    accepted = set(inspect.signature(setup).parameters)
+    signature = inspect.signature(setup).parameters
+    accepted = set(signature)
     unknown = sorted(set(sampler_kwargs) - accepted)
     if unknown:
         raise TypeError(f"{name}_setup does not take {unknown}")
@@ -230,21 +421,42 @@ def tune_stepsize(
     plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
         first._plain.log_lik, first._plain.log_prior, first._plain.dataset, 1, 1
     )
-    scale = _diagonal_curvature(plain, point, max_exact_dim)
+    hess = NegativeHessian(plain, point)
+    like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
+    cap = _Cap(name, hess, like, sampler_kwargs, {k: v.default for k, v in signature.items()})
+    scale = _diagonal_curvature(hess, point, max_exact_dim)
     exact_scores = _ExactScores(plain)
+    rows = {mb: built[mb].batch_size for mb in sizes}
+    n_rows = first.n_rows
+    if name == "hamcmc" and sampler_kwargs.get("warmup_stepsize") is None:
+        for sampler in built.values():  # before anything is compiled: the warm-up's SGLD steps at the SGLD cap
+            sampler.kernel = dataclasses.replace(sampler.kernel, warmup_stepsize={k: cap.stepsize for k in point})
     if stepsizes is None:
-        lam = largest_eigenvalue(NegativeHessian(plain, point), {k: np.zeros(np.shape(v)) for k, v in point.items()}, 100, 1e-3, seed)[0]
-        safe = largest_safe_mu("sgld") / lam
-        stepsizes = list(np.geomspace(safe / 32, 4 * safe, n_candidates))
+        lam = sampler_kwargs.get("lam", signature["lam"].default if "lam" in signature else 0.0)
+        stepsizes = cap.default_grid(n_candidates, scale, n_rows, max(rows.values()), lam)
     stepsizes = [float(e) for e in stepsizes]
     if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
         raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")
     per_iter = {"sghmc": sampler_kwargs.get("L", 5), "hamcmc": 2}.get(name.removesuffix("cv"), 1)
     candidates = [(e, mb) for mb in sizes for e in stepsizes]
-    rows = {mb: built[mb].batch_size for mb in sizes}
-    n_rows = first.n_rows
+    records = []
+    excluded: set[int] = set()
+    for i, (eps, mb) in enumerate(candidates):  # unpreconditioned dynamics: the cap before any run
+        mu = cap.before_run(eps)
+        if mu is not None and mu > cap.mu:
+            excluded.add(i)
+            records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, excluded=True, reason=cap.reason(mu)))
+    survivors = [i for i in range(len(candidates)) if i not in excluded]
+    if not survivors:
+        raise ValueError(
+            f"every candidate stepsize is above the stepsize check's cap: {name} at this curvature "
+            f"(λ_max = {cap.curvature:.3g}) takes stepsizes up to {cap.stepsize:.3g}; give smaller stepsizes, or stepsizes=None"
+        )
+    if verbose and excluded:
+        print(f"tune_stepsize: {len(excluded)} of {len(candidates)} candidates excluded, above the cap "
+              f"{cap.stepsize:.3g} (stepsize × λ_max ≤ {cap.mu:.3g}, sgmcmc.check_stepsize)", flush=True)
     budget = int(100 * n_rows) if budget is None else int(budget)
-    n_rounds = max(1, math.ceil(math.log2(len(candidates))))
+    n_rounds = max(1, math.ceil(math.log2(len(survivors))))
 
     workdir = tempfile.TemporaryDirectory(prefix="sgmcmc_tune_")
     base = {}
@@ -260,10 +472,9 @@ def tune_stepsize(
         base[mb] = sampler.save(f"{workdir.name}/base_{id(sampler)}")
     saved: dict[int, str] = {}
     total_iters = {i: 0 for i in range(len(candidates))}
-    survivors = list(range(len(candidates)))
-    records = []
     spent = 0
     stopped = False
+    choice = None
     for rnd in range(n_rounds):
         share = budget // n_rounds
         iters = {i: share // (len(survivors) * rows[candidates[i][1]] * per_iter) for i in survivors}
@@ -271,7 +482,7 @@ def tune_stepsize(
             need = min_iters * n_rounds * sum(rows[candidates[i][1]] * per_iter for i in survivors)
             raise ValueError(
                 f"budget={budget} gives the first round fewer than min_iters={min_iters} iterations per "
-                f"candidate ({len(candidates)} candidates, {n_rounds} rounds): give budget >= {need}, or fewer candidates"
+                f"candidate ({len(survivors)} candidates, {n_rounds} rounds): give budget >= {need}, or fewer candidates"
             )
         scores = {}
         for i in survivors:
@@ -292,33 +503,41 @@ def tune_stepsize(
             it0 = sampler.iteration
             skip = n // 2 if rnd == 0 else 0
             thin = max(1, math.ceil((n - skip) / ksd_samples))
-            diverged = False
+            diverged, mu, reason = False, cap.before_run(eps), ""
             try:
                 out = _public().sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
                 value = _standardised_ksd(out, exact_scores, scale)
                 saved[i] = sampler.save(f"{workdir.name}/cand_{i}")
+                after = cap.after_run(eps, sampler)
+                if after is not None:
+                    mu = after
+                    if mu > cap.mu:  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
+                        excluded.add(i)
+                        reason = cap.reason(mu)
             except DivergenceError:
                 value, diverged = math.inf, True
             spent += n * rows[mb] * per_iter
             total_iters[i] += n
             scores[i] = value
-            records.append(dict(
-                candidate=i, stepsize=eps, minibatch_size=rows[mb], round=rnd, iterations=n,
-                total_iterations=total_iters[i], gradient_evaluations=n * rows[mb] * per_iter, ksd=value,
-                diverged=diverged, seconds=time.perf_counter() - t0, kept=False,
+            records.append(_record(
+                i, eps, rows[mb], rnd, iterations=n, total_iterations=total_iters[i],
+                gradient_evaluations=n * rows[mb] * per_iter, ksd=value, diverged=diverged,
+                seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu,
+                excluded=i in excluded, reason=reason,
             ))
-        if not scores:
+        ranked = sorted((i for i in scores if i not in excluded), key=lambda i: (scores[i], i))
+        if not ranked:
             break
-        ranked = sorted(scores, key=lambda i: (scores[i], i))
+        choice = ranked[0]
         survivors = ranked[: max(1, math.ceil(len(ranked) / 2))] if rnd < n_rounds - 1 and not stopped else ranked[:1]
         for r in records:
-            if r["round"] == rnd and r["candidate"] in survivors:
+            if r["round"] == rnd and r["candidate"] in survivors and not r["excluded"]:
                 r["kept"] = True
         if verbose:
-            best = ranked[0]
             print(
-                f"tune_stepsize round {rnd + 1}/{n_rounds}: {len(scores)} candidates x {iters[best]} iterations; "
-                f"best stepsize {candidates[best][0]:.3g} (minibatch {rows[candidates[best][1]]}) KSD {scores[best]:.4g}; "
+                f"tune_stepsize round {rnd + 1}/{n_rounds}: {len(scores)} candidates x {iters[choice]} iterations"
+                f"{f' ({len(scores) - len(ranked)} over the cap)' if len(ranked) < len(scores) else ''}; "
+                f"best stepsize {candidates[choice][0]:.3g} (minibatch {rows[candidates[choice][1]]}) KSD {scores[choice]:.4g}; "
                 f"keeping {len(survivors)}; {time.perf_counter() - t_start:.1f} s",
                 flush=True,
             )
@@ -326,10 +545,17 @@ def tune_stepsize(
             break
     workdir.cleanup()
     table = pd.DataFrame.from_records(records)
-    choice = survivors[0]
-    table["chosen"] = (table["candidate"] == choice) & (table["round"] == table["round"].max())
+    if choice is None:
+        raise ValueError(
+            f"every candidate of {name} was over the stepsize check's cap (scaled curvature > {cap.mu:.3g}) "
+            f"at the preconditioner its chain reached, or diverged:\n{table.to_string()}\ngive smaller stepsizes"
+        )
+    last = table.index[table["candidate"] == choice][-1]
+    table["chosen"] = table.index == last
     eps, mb = candidates[choice]
     table.attrs["choice"] = {"stepsize": eps, "minibatch_size": rows[mb]}
     table.attrs["budget"] = budget
     table.attrs["gradient_evaluations"] = spent
+    table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
+                          "stepsize": None if cap.preconditioned else cap.stepsize}
     return eps, table

@@ -13,6 +13,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import tensorflow as tf
 
+from ...graph_options import own_function
 from ...data.rows import Rows
 from ..contract import Estimate, Params, map_over_chains
 from .spec import EstimatorSpec
@@ -179,7 +180,7 @@ class MinibatchGradient:
         in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
         estimator."""
         if self._block_gradient is None:
-            self._block_gradient = tf.function(self._lik_grad, reduce_retracing=True)
+            self._block_gradient = own_function(self._lik_grad, reduce_retracing=True)
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = {name: np.zeros(p.shape, np.float64) for name, p in params.items()}
         rows = self.rows

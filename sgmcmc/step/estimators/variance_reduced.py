@@ -48,6 +48,7 @@ from typing import Any, Callable, ClassVar
 
 import tensorflow as tf
 
+from ...graph_options import own_function
 from ...checks import inputs
 from ..contract import Estimate, Params
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
@@ -152,7 +153,7 @@ class SAGAGradient(_WithState):
             for name, v in like.items()
         }
         self.table_sum = {name: tf.Variable(tf.zeros_like(v), name=f"{name}_saga_sum") for name, v in like.items()}
-        self._fill_rows = tf.function(self._fill_rows_impl, reduce_retracing=True)
+        self._fill_rows = own_function(self._fill_rows_impl, reduce_retracing=True)
 
     @staticmethod
     def table_bytes(n_chains: int, n_rows: int, dim: int, dtype: tf.DType) -> int:

@@ -26,8 +26,10 @@ thread's function-call options (``tensorflow.python.eager.context``) for the dur
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import functools
+from typing import Any, Callable, Iterator
 
+import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
 
@@ -58,3 +60,25 @@ def package_call_options() -> Iterator[None]:
         yield
     finally:
         ctx.function_call_options = previous
+
+
+def own_function(fn: Callable | None = None, **options: Any) -> Any:
+    """``tf.function(fn, **options)`` whose retracing statistics belong to this object alone
+    (usable as ``@own_function`` or ``@own_function(reduce_retracing=True)``).
+
+    Why (issue 22.4): TensorFlow's frequent-tracing detector keys a ``tf.function``'s call
+    statistics by its Python function's *code object* (``_get_key_for_call_stats`` follows
+    ``__wrapped__`` and ``__func__`` to ``__code__``). Every sampler and estimator compiles its own
+    functions — closures or bound methods over its own variables and model, so each must be traced
+    once for that object — and they all share a few code objects: from the fifth sampler made in
+    a process on, TensorFlow logged "5 out of the last 5 calls to … triggered tf.function
+    retracing" (up to twice per code object) although no function had retraced. The Python
+    function is wrapped in a :func:`functools.partial`, which has no ``__code__``, so the key is
+    the wrapper, one per object; a real retrace of one object's function (changing shapes, Python
+    numbers as arguments) is still reported.
+    """
+    if fn is None:
+        return lambda f: own_function(f, **options)
+    wrapper = functools.partial(fn)
+    wrapper.__name__ = getattr(fn, "__name__", "function")  # the graph's name; adds no __wrapped__
+    return tf.function(wrapper, **options)
