@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from ..checks import inputs
 from ..errors import StepsizeWarning
+from ..api.methods import METHODS
 from ..graph_options import own_function
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
@@ -440,11 +441,13 @@ def _warn(result: StepsizeCheck, who: str, stacklevel: int) -> None:
 
 
 def _dynamics(method: Any) -> str:
+    """The stability model of a sampler (a name or its function): its dynamics' trait."""
     name = method if isinstance(method, str) else getattr(method, "__name__", repr(method))
-    name = name.removesuffix("_setup").removesuffix("cv")
-    if name not in DYNAMICS:
+    row = METHODS.get(name.removesuffix("_setup"))
+    stability = None if row is None or row.dynamics.preconditioned else row.dynamics.stepsize_stability
+    if stability is None:
         raise ValueError(f"check_stepsize knows the dynamics {DYNAMICS} (and their CV versions), got {method!r}")
-    return name
+    return stability
 
 
 def check_stepsize(
@@ -555,12 +558,9 @@ def warn_if_stepsize_too_large(
     (at most ``block_iters`` products each, to ``block_tol``: the ratio only needs to be rough)
     and, when there are two or more, the per-parameter dict (another ``max_iters``), so the
     warning can say when a parameter mixes :data:`SLOW_MIXING_RATIO` or more times slower."""
-    from ..step.dynamics import SGHMC, SGLD, SGNHT
-
     kernel = sampler.kernel
-    kinds = {SGLD: "sgld", SGHMC: "sghmc", SGNHT: "sgnht"}
-    name = kinds.get(type(kernel))
-    if name is None:
+    name = getattr(type(kernel), "stepsize_stability", None)
+    if name is None or getattr(type(kernel), "preconditioned", False):
         return None
     steps = {k: float(e.at(1)) if callable(e) else float(e) for k, e in kernel.stepsize.items()}
     hyper = _hyper(name, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))

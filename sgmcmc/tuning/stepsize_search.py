@@ -87,13 +87,14 @@ import pandas as pd
 import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
+from ..api.methods import METHODS
 from ..errors import DivergenceError, StepsizeWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..graph_options import own_function
 from ..step.dynamics import HAMCMC, PSGLD
 from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
-from .curvature import DYNAMICS, NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, sd_ratio
+from .curvature import NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, sd_ratio
 
 #: Samplers tune_stepsize can run (gradient samplers with a stepsize).
 
@@ -103,7 +104,9 @@ def _public():
 
     return sgmcmc
 
-TUNABLE = ("sgld", "sghmc", "sgnht", "sgldcv", "sghmccv", "sgnhtcv", "psgld", "hamcmc")
+
+#: The samplers whose stepsize the check can judge (their dynamics' ``stepsize_stability``).
+TUNABLE = tuple(name for name, method in METHODS.items() if method.dynamics.stepsize_stability is not None)
 
 #: A candidate is excluded when its scaled curvature μ exceeds this fraction of its dynamics'
 #: safe μ (module docstring: the cap).
@@ -220,11 +223,11 @@ class _Cap:
         self, name: str, hess: NegativeHessian, like: dict[str, np.ndarray], sampler_kwargs: Mapping[str, Any],
         defaults: Mapping[str, Any],
     ):
-        base = name.removesuffix("cv")
+        dynamics = METHODS[name].dynamics
         #: The dynamics whose distortion formula judges: pSGLD and HAMCMC are SGLD with a
         #: preconditioned stepsize.
-        self.dynamics = base if base in DYNAMICS else "sgld"
-        self.preconditioned = base in ("psgld", "hamcmc")
+        self.dynamics = dynamics.stepsize_stability
+        self.preconditioned = dynamics.preconditioned
         self.name, self.hess, self.like = name, hess, like
         value = {key: sampler_kwargs.get(key, defaults.get(key)) for key in ("alpha", "L", "a")}
         self.hyper = _hyper(self.dynamics, list(like), value["alpha"], value["L"], value["a"])
@@ -405,7 +408,7 @@ def tune_stepsize(
     unknown = sorted(set(sampler_kwargs) - accepted)
     if unknown:
         raise TypeError(f"{name}_setup does not take {unknown}")
-    if name.endswith("cv") and "verbose" in accepted:
+    if METHODS[name].control_variate and "verbose" in accepted:
         sampler_kwargs.setdefault("verbose", verbose)
     t_start = time.perf_counter()
     tunable = _Tunable(1.0)
@@ -437,7 +440,7 @@ def tune_stepsize(
     stepsizes = [float(e) for e in stepsizes]
     if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
         raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")
-    per_iter = {"sghmc": sampler_kwargs.get("L", 5), "hamcmc": 2}.get(name.removesuffix("cv"), 1)
+    per_iter = first.kernel.gradient_evaluations
     candidates = [(e, mb) for mb in sizes for e in stepsizes]
     records = []
     excluded: set[int] = set()

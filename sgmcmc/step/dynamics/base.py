@@ -38,6 +38,8 @@ class Dynamics:
         docs/DESIGN.md).
     estimators
         The estimator names it works with (None: all).
+    stepsize_stability, preconditioned
+        How the stepsize check and ``tune_stepsize`` judge its stepsize.
     shard_refusal
         Why its rows cannot be sharded across workers, or None (SPEC §12).
     """
@@ -47,6 +49,11 @@ class Dynamics:
     defaults: ClassVar[dict[str, Any]] = {}
     xla: ClassVar[bool] = True
     estimators: ClassVar[tuple[str, ...] | None] = None
+    #: The stability model of :func:`sgmcmc.check_stepsize` that judges the stepsize
+    #: (``"sgld"``, ``"sghmc"``, ``"sgnht"``), or None: not checked, not tunable.
+    stepsize_stability: ClassVar[str | None] = None
+    #: A preconditioned stepsize (pSGLD, HAMCMC): judged after a run, at the preconditioner reached.
+    preconditioned: ClassVar[bool] = False
     shard_refusal: ClassVar[str | None] = None
 
     @property

@@ -60,6 +60,7 @@ bounded where D is large (there L-BFGS with 49 pairs is a partial preconditioner
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import tensorflow as tf
 
@@ -195,6 +196,8 @@ class HAMCMC(Dynamics):
     damping: float = 0.0
     warmup_stepsize: dict | None = None
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "memory", "damping", "warmup_stepsize")
+    stepsize_stability: ClassVar[str | None] = "sgld"  # with the stepsize times the L-BFGS matrix
+    preconditioned: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {"memory": None, "damping": 0.0, "warmup_stepsize": None}
 
     @property

@@ -18,6 +18,7 @@ the stepsize decreases. ``V`` starts at 0, and the first iteration updates V bef
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -43,6 +44,8 @@ class PSGLD(Dynamics):
     beta: float = 0.99
     lam: float = 1e-5
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "beta", "lam")
+    stepsize_stability: ClassVar[str | None] = "sgld"  # with the preconditioned stepsize
+    preconditioned: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
 
     @classmethod

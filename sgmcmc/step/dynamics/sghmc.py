@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import tensorflow as tf
 
@@ -38,6 +39,7 @@ class SGHMC(Dynamics):
     L: int
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L")
+    stepsize_stability: ClassVar[str | None] = "sghmc"
     defaults: ClassVar[dict[str, Any]] = {"alpha": 0.01, "L": 5}
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import tensorflow as tf
 
@@ -21,6 +22,7 @@ def sgld_update(theta: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize) -
 @dataclass(frozen=True)
 class SGLD(Dynamics):
     stepsize: dict
+    stepsize_stability: ClassVar[str | None] = "sgld"
 
     def init_aux(self, params: Params, rng) -> dict:
         return {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import tensorflow as tf
 
@@ -36,6 +37,7 @@ class SGNHT(Dynamics):
     stepsize: dict
     a: dict
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "a")
+    stepsize_stability: ClassVar[str | None] = "sgnht"
     defaults: ClassVar[dict[str, Any]] = {"a": 0.01}
 
     @classmethod
