@@ -36,7 +36,7 @@ import os
 import secrets
 import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -802,6 +802,17 @@ class Sampler:
             prefix = os.path.join(prefix, "sampler")
         self._checkpoint().read(prefix).assert_existing_objects_matched()
         self.initialised = True
+
+    @property
+    def plain_estimator(self) -> MinibatchGradient | None:
+        """The plain minibatch estimator of the user's model (``log_lik``, ``log_prior``,
+        ``dataset``), which the other estimators wrap; None for the count models."""
+        return self._plain
+
+    def kernel_state(self) -> Any:
+        """The kernel's auxiliary state now (momenta, preconditioner statistics, L-BFGS pairs),
+        as tensors with the leading chain axis; None before :func:`~sgmcmc.init_sess`."""
+        return None if self._aux is None else tf.nest.map_structure(lambda v: v.read_value(), self._aux)
 
     def get_params(self) -> dict[str, np.ndarray]:
         """The current state on the user's (constrained) scale, as numpy arrays."""

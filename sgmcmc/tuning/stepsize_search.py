@@ -272,15 +272,17 @@ class _Cap:
         kernel = sampler.kernel
         if isinstance(kernel, PSGLD):
             # G for every chain; the largest entry over chains (a bound for all of them)
-            g = {k: np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0) for k, v in sampler._aux["v"].items()}
+            v_state = sampler.kernel_state()["v"]
+            g = {k: np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0) for k, v in v_state.items()}
             return self.scaled_curvature({k: eps * x for k, x in g.items()})
         if isinstance(kernel, HAMCMC):
-            memory = int(sampler._aux["thetas"].shape[1])
+            memory = int(sampler.kernel_state()["thetas"].shape[1])
             snapshots = []
             for k in range(HAMCMC_SNAPSHOTS):
                 if k:  # M more iterations: every pair renewed; one draw kept (the last)
                     _public().sample_chain(sampler, memory, False, burn_in=sampler.iteration + memory - 1)
-                snapshots.append([self._hamcmc_mu(eps, sampler._aux["s"][c : c + 1], sampler._aux["y"][c : c + 1])
+                pairs = sampler.kernel_state()
+                snapshots.append([self._hamcmc_mu(eps, pairs["s"][c : c + 1], pairs["y"][c : c + 1])
                                   for c in range(sampler.n_chains)])
             return float(np.max(np.median(snapshots, axis=0)))  # each chain's median; the largest
         return None
@@ -422,7 +424,7 @@ def tune_stepsize(
         _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
     point = {k: v.read_value() for k, v in (first.estimator.mode if first.control_variate is not None else first.params).items()}
     plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
-        first._plain.log_lik, first._plain.log_prior, first._plain.dataset, 1, 1
+        first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
     )
     hess = NegativeHessian(plain, point)
     like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
