@@ -645,52 +645,9 @@ def osgld(
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
 ) -> Samples:
-    r"""Run optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algorithm 1 "OSGFS";
-    El hanchi 2019; SPEC §8) for near-Gaussian posteriors. No stepsize. All parameters are
-    flattened into one vector θ ∈ R^d per chain; with g the plain minibatch estimate of the
-    log-posterior gradient (SPEC §3; Eq. 3) each iteration is
-
-    Δθ = D g + N(0, [2D − f (N²/n) D C D − D H D]₊)          (Eq. 8)
-    D = (k/2) H⁻¹,  H = N C + G                               (Eqs. 9, 10)
-    k = min{c, 4 max{n/(N + n), r/(r + N/n)}},  r = λ_min(H⁻¹)/λ_max(H⁻¹ N C H⁻¹)   (Eqs. 15, 16)
-
-    C: the per-row log-likelihood gradient covariance, estimated from each minibatch (sample
-    covariance of its n per-row gradients, n − 1 denominator) and averaged with weight
-    max(1/t, 1/W), W = max(100, ⌈50p/(n − 1)⌉) (p = d, or 1 in the diagonal form): Algorithm 1's
-    cumulative average for W iterations, then an exponential moving average, so that C(θ) of a
-    distant start is forgotten. G = −∇² log p(θ) (the prior's
-    negative Hessian; I/τ² for a N(0, τ²I) prior; 0 for ``log_prior=None``) by automatic
-    differentiation at the current θ. [·]₊ projects onto the positive semi-definite cone
-    (eigenvalues clipped at 0), since C is estimated. H's eigenvalues are floored at
-    d·ε_dtype·λ_max(H).
-
-    Deviations from the paper: f = 1 − n/N, the finite-population factor of minibatches drawn
-    without replacement (SPEC §3; the paper's Eq. 4 has f = 1, as here with
-    ``minibatch_replace=True``); the running average of C
-    described above (the paper: a cumulative average); the first iterations only estimate C (θ
-    does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
-    ``c`` may be 1 (the paper: c < 1).
-
-    Dense d × d matrices for d ≤ 100 (three eigendecompositions per iteration, ~1.5 ms at d = 100);
-    above that the diagonal form: C and G are replaced by their diagonals (G's by a one-probe
-    Hutchinson estimate, exact for a prior with independent coordinates), so every formula holds
-    per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
-    preconditioner otherwise.
-
-    Parameters
-    ----------
-    log_lik, dataset, params, log_prior, seed, dtype, n_chains, constraints, check_model
-        As for :func:`sgld_setup`. Only the plain minibatch estimator is supported: the noise
-        correction assumes plain minibatch noise.
-    c : float
-        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
-        mixing, larger discretisation error away from Gaussianity.
-    minibatch_size : float or int
-        As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
-    estimator : str, keyword-only
-        ``"plain"`` only (accepted for a uniform signature; any other value is refused).
-    minibatch_replace : bool, keyword-only
-        Rows drawn i.i.d. with replacement (then f = 1 above).
+    r"""Run OSGLD (optimal preconditioned SGLD, El hanchi 2018 §2.3) for ``n_iters`` iterations:
+    the update, its deviations from the paper and the arguments of :func:`osgld_setup`, then the
+    whole chain in compiled chunks.
 
     Chain options as for :func:`sgld`, and:
 
