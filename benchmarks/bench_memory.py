@@ -14,7 +14,7 @@ Cases:
 Modes:
   current    the sampler as it is (``tf.convert_to_tensor`` of every entry)
   zero_copy  simulates the proposed one-line change in sampler.py,
-             ``data = inputs.as_tensors(dataset)`` (DLPack, at most one aligned copy)
+             ``data = checks.as_tensors(dataset)`` (DLPack, at most one aligned copy)
 
     python benchmarks/bench_memory.py [--rows 10000000] [--cases arrays,columns] [--modes current,zero_copy]
     python benchmarks/bench_memory.py --tree /tmp/old   # the sgmcmc package under /tmp/old
@@ -25,7 +25,7 @@ and the data built), (peak - baseline) / data size:
   before (c9afe88: astype copy, whole-data tf.constant for the trial, full-size NaN mask,
           tf.convert_to_tensor in Sampler)          arrays 3.00   columns 3.00
   after, sampler unchanged (tf.convert_to_tensor)   arrays 2.00   columns 2.00
-  after + inputs.as_tensors in Sampler (proposed)   arrays 1.01   columns 1.01
+  after + checks.as_tensors in Sampler (proposed)   arrays 1.01   columns 1.01
 
 tf.convert_to_tensor always copies a numpy array and peaks at twice its size on top of it;
 the remaining 1.0 with as_tensors is its one aligned copy, made because numpy's large
@@ -72,7 +72,7 @@ def one_case(case: str, mode: str, rows: int, iters: int) -> dict:
 
     import sgmcmc
     import sgmcmc.run.sampler
-    from sgmcmc.checks import inputs
+    from sgmcmc import checks
 
     tf.get_logger().setLevel("ERROR")
     # At 10^7 rows the chunk loop failed (before and after this change) with grappler's
@@ -116,8 +116,8 @@ def one_case(case: str, mode: str, rows: int, iters: int) -> dict:
             return tf.reduce_sum(data["y"] * z - tf.math.softplus(z))
 
     if mode == "zero_copy":
-        if not hasattr(inputs, "as_tensors"):
-            raise SystemExit("this tree has no inputs.as_tensors")
+        if not hasattr(checks, "as_tensors"):
+            raise SystemExit("this tree has no checks.as_tensors")
 
         class TF:  # tf, except that convert_to_tensor shares memory like the proposed change
             def __getattr__(self, name):
@@ -126,7 +126,7 @@ def one_case(case: str, mode: str, rows: int, iters: int) -> dict:
             @staticmethod
             def convert_to_tensor(value, *args, **kwargs):
                 if isinstance(value, np.ndarray) and not args and not kwargs:
-                    return inputs.as_tensor(value)
+                    return checks.as_tensor(value)
                 return tf.convert_to_tensor(value, *args, **kwargs)
 
         sgmcmc.run.sampler.tf = TF()

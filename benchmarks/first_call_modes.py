@@ -46,7 +46,7 @@ def main() -> None:
     for method in ("sample_groups", "advance", "estimate_for_storage", "init_aux"):
         timing(method)
     for name in ("trial_evaluation",):  # the user's functions, run eagerly once before compiling
-        original = getattr(sgmcmc.checks.inputs, name)
+        original = getattr(sgmcmc.checks, name)
 
         def timed(*a, _original=original, _name=name, **k):
             t = time.perf_counter()
@@ -54,7 +54,7 @@ def main() -> None:
             print(f"    {_name}: {time.perf_counter() - t:.2f} s")
             return result
 
-        setattr(sgmcmc.checks.inputs, name, timed)
+        setattr(sgmcmc.checks, name, timed)
     print(f"SGMCMC_XLA={os.environ.get('SGMCMC_XLA', 'auto')}, replace={args.replace}, N = {args.rows}, {args.iters} iterations, "
           f"load {os.getloadavg()[0]:.2f}")
     for call in ("first", "second"):

@@ -52,7 +52,7 @@ def main(argv=None) -> None:
     contiguous = np.arange(its * n)
     import tensorflow as tf
 
-    from sgmcmc.checks.inputs import as_tensor
+    from sgmcmc.checks import as_tensor
     from sgmcmc.data.minibatch import CHAIN_STREAM, MinibatchIndices
 
     tensor, tidx = as_tensor(x), tf.constant(idx)

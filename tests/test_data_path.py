@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import sgmcmc
 import sgmcmc.data.pipeline
-from sgmcmc.checks import inputs
+from sgmcmc import checks
 from sgmcmc.data.rows import CastEntry, Rows
 
 N, D = 4_000, 3
@@ -121,7 +121,7 @@ def test_streamed_full_data_gradient_equals_the_in_memory_one(stores):
     plain.FULL_GRADIENT_BATCH_ROWS = 1_000
     try:
         for name in ("memory", "h5py"):
-            data = inputs.check_dataset(stores[name], tf.float64)
+            data = checks.check_dataset(stores[name], tf.float64)
             grad = MinibatchGradient(log_lik, log_prior, data, 50, 1).full_data_gradient({"b": tf.constant(b)})
             np.testing.assert_allclose(grad["b"].numpy(), exact, rtol=1e-10, atol=1e-8)
     finally:
@@ -150,7 +150,7 @@ def test_no_entry_is_copied_or_cast_whole():
     float64 in a float32 model and booleans become CastEntry (rows cast when read)."""
     base = np.zeros(3 * 1000 + 1, np.float32)
     unaligned = base[1:].reshape(1000, 3)
-    data = inputs.check_dataset({"x": unaligned, "g": np.arange(1000), "w": np.ones(1000), "m": np.ones(1000, bool)}, tf.float32)
+    data = checks.check_dataset({"x": unaligned, "g": np.arange(1000), "w": np.ones(1000), "m": np.ones(1000, bool)}, tf.float32)
     assert data["x"] is unaligned and data["g"].dtype == np.int64
     assert isinstance(data["w"], CastEntry) and data["w"].dtype == np.float32 and data["w"].base.dtype == np.float64
     assert isinstance(data["m"], CastEntry) and data["m"].dtype == np.int32

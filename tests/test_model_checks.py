@@ -27,7 +27,7 @@ import tensorflow_probability as tfp
 
 import sgmcmc
 import sgmcmc.run.sampler
-from sgmcmc.checks import inputs
+from sgmcmc import checks
 
 tfd = tfp.distributions
 
@@ -141,9 +141,9 @@ def test_log_lik_not_a_sum_over_its_rows(make, regression, nothing_compiled):
 
 @pytest.mark.parametrize("make", [_closes_over_full_data, _mean_over_rows], ids=["closes_over_data", "mean"])
 def test_non_additive_gaps_are_far_above_the_tolerance(make, regression):
-    data = inputs.check_dataset(regression, tf.float32)
-    gaps = inputs.additivity_gaps(make(regression), data, inputs.check_params({"a": 0.0}, tf.float32))
-    assert min(gaps.values()) > 100 * inputs.ADDITIVITY_RTOL, gaps
+    data = checks.check_dataset(regression, tf.float32)
+    gaps = checks.additivity_gaps(make(regression), data, checks.check_params({"a": 0.0}, tf.float32))
+    assert min(gaps.values()) > 100 * checks.ADDITIVITY_RTOL, gaps
 
 
 def test_constant_added_once_is_caught_and_opt_out_runs(regression, nothing_compiled, monkeypatch):
@@ -269,11 +269,11 @@ HONEST = _honest_models()
 @pytest.mark.parametrize("model", HONEST, ids=[m[0] for m in HONEST])
 def test_honest_models_pass_the_checks(model):
     _, log_lik, log_prior, dataset, params, dtype = model
-    data = inputs.check_dataset(dataset, dtype)
-    start = inputs.check_params(params, dtype)
-    inputs.trial_evaluation(log_lik, log_prior, data, start, dtype)
+    data = checks.check_dataset(dataset, dtype)
+    start = checks.check_params(params, dtype)
+    checks.trial_evaluation(log_lik, log_prior, data, start, dtype)
     # and with a wide margin: the tolerance is 1e-3
-    gaps = inputs.additivity_gaps(log_lik, data, start)
+    gaps = checks.additivity_gaps(log_lik, data, start)
     assert max(gaps.values()) < (1e-5 if dtype == tf.float32 else 1e-12), gaps
 
 
@@ -283,11 +283,11 @@ def test_honest_models_pass_the_checks(model):
 def test_float32_entry_is_not_copied():
     x = np.random.default_rng(1).normal(size=(1_000, 3)).astype(np.float32)
     y = np.arange(1_000)
-    data = inputs.check_dataset({"x": x, "y": y}, tf.float32)
+    data = checks.check_dataset({"x": x, "y": y}, tf.float32)
     assert np.shares_memory(data["x"], x) and np.shares_memory(data["y"], y)
-    data64 = inputs.check_dataset({"x": x.astype(np.float64)}, tf.float64)
+    data64 = checks.check_dataset({"x": x.astype(np.float64)}, tf.float64)
     assert data64["x"].dtype == np.float64
-    cast = inputs.check_dataset({"x": x.astype(np.float64)}, tf.float32)["x"]
+    cast = checks.check_dataset({"x": x.astype(np.float64)}, tf.float32)["x"]
     assert cast.dtype == np.float32 and not np.shares_memory(cast, x)
 
 
@@ -297,9 +297,9 @@ def test_dataset_check_allocates_nothing_the_size_of_the_data():
     tracemalloc.start()  # numpy reports its allocations to tracemalloc
     try:
         with pytest.raises(ValueError, match=re.escape("first at row 1999999")):
-            inputs.check_dataset({"x": x}, tf.float32)
+            checks.check_dataset({"x": x}, tf.float32)
         x[1_999_999, 3] = 0.0
-        inputs.check_dataset({"x": x}, tf.float32)
+        checks.check_dataset({"x": x}, tf.float32)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -310,7 +310,7 @@ def test_dataset_check_allocates_nothing_the_size_of_the_data():
 def test_dataframe_as_dataset():
     rng = np.random.default_rng(2)
     frame = pd.DataFrame({"x": rng.normal(size=200), "g": rng.integers(0, 3, size=200)})
-    data = inputs.check_dataset(frame, tf.float32)
+    data = checks.check_dataset(frame, tf.float32)
     assert set(data) == {"x", "g"}
     assert data["x"].dtype == np.float32 and data["g"].dtype.kind == "i"
     np.testing.assert_allclose(data["x"], frame["x"].to_numpy(), rtol=1e-6)
@@ -320,28 +320,28 @@ def test_dataframe_as_dataset():
 
     out = _run(log_lik, frame, {"u": np.zeros(3)})
     assert out["u"].shape == (20, 3)
-    series = inputs.check_dataset({"x": frame["x"], "g": frame["g"]}, tf.float64)
+    series = checks.check_dataset({"x": frame["x"], "g": frame["g"]}, tf.float64)
     np.testing.assert_array_equal(series["x"], frame["x"].to_numpy())
 
 
 def test_dataframe_with_non_string_columns():
     with pytest.raises(TypeError, match="column names .* are not strings"):
-        inputs.check_dataset(pd.DataFrame(np.ones((5, 2))), tf.float32)
+        checks.check_dataset(pd.DataFrame(np.ones((5, 2))), tf.float32)
 
 
 def test_as_tensor_shares_aligned_arrays_and_copies_others_once():
-    aligned = inputs._aligned_copy(np.arange(12, dtype=np.float32).reshape(4, 3))
-    tensor = inputs.as_tensor(aligned)
+    aligned = checks.data._aligned_copy(np.arange(12, dtype=np.float32).reshape(4, 3))
+    tensor = checks.as_tensor(aligned)
     aligned[0, 0] = 99.0
     assert float(tensor[0, 0]) == 99.0  # the same memory
     base = np.zeros(4 * 3 + 1, np.float32)
     unaligned = base[1:].reshape(4, 3)  # 4 bytes past an aligned start: never 64-aligned
     unaligned[:] = np.arange(12).reshape(4, 3)
-    copied = inputs.as_tensor(unaligned)
+    copied = checks.as_tensor(unaligned)
     unaligned[0, 0] = 99.0
     np.testing.assert_array_equal(copied.numpy(), np.arange(12, dtype=np.float32).reshape(4, 3))
     strided = np.arange(20, dtype=np.float32).reshape(4, 5)[:, 1:]
-    np.testing.assert_array_equal(inputs.as_tensor(strided).numpy(), strided)
+    np.testing.assert_array_equal(checks.as_tensor(strided).numpy(), strided)
     assert float(tf.reduce_sum(tf.gather(copied, [1, 3]))) == float(unaligned[[1, 3]].sum())
 
 
@@ -350,24 +350,24 @@ def test_as_tensor_shares_aligned_arrays_and_copies_others_once():
 
 def test_check_storage_estimate():
     shapes = {"beta": (54,), "bias": ()}
-    assert inputs.check_storage(1_000, 1, shapes, tf.float32, False, limit_bytes=10**9) == 1_000 * 56 * 4
-    assert inputs.check_storage(1_000, 2, shapes, tf.float64, True, limit_bytes=10**9) == 2_000 * (2 * 55 + 1) * 8
+    assert checks.check_storage(1_000, 1, shapes, tf.float32, False, limit_bytes=10**9) == 1_000 * 56 * 4
+    assert checks.check_storage(1_000, 2, shapes, tf.float64, True, limit_bytes=10**9) == 2_000 * (2 * 55 + 1) * 8
 
 
 def test_check_storage_too_big():
     with pytest.raises(MemoryError, match=r"needs 3\.8 GiB, more than the 1\.0 GiB available") as info:
-        inputs.check_storage(10_000_000, 1, {"beta": (100,)}, tf.float32, False, limit_bytes=2**30)
+        checks.check_storage(10_000_000, 1, {"beta": (100,)}, tf.float32, False, limit_bytes=2**30)
     message = str(info.value)
     for remedy in ("thin=", "fewer n_iters", "sgmcmc_step"):
         assert remedy in message
     with pytest.raises(MemoryError, match="do not store the gradients"):
-        inputs.check_storage(10_000_000, 1, {"beta": (100,)}, tf.float32, True, limit_bytes=2**30)
+        checks.check_storage(10_000_000, 1, {"beta": (100,)}, tf.float32, True, limit_bytes=2**30)
 
 
 def test_check_storage_against_available_memory():
-    available = inputs.available_memory()
+    available = checks.available_memory()
     assert available is None or available > 0
-    inputs.check_storage(10, 1, {"theta": ()}, tf.float32, True)  # a few bytes always fit
+    checks.check_storage(10, 1, {"theta": ()}, tf.float32, True)  # a few bytes always fit
     if available is not None:
         with pytest.raises(MemoryError):
-            inputs.check_storage(available // 4 + 1, 1, {"theta": ()}, tf.float32, False)
+            checks.check_storage(available // 4 + 1, 1, {"theta": ()}, tf.float32, False)

@@ -187,7 +187,7 @@ def test_minibatch_edge_values_have_one_meaning_each():
     above 1 are counts; NaN, infinities, 0, negatives and booleans are refused with a message
     (NaN fell through to "neither a proportion nor a count", a negative was not called
     negative)."""
-    from sgmcmc.checks.inputs import batch_size
+    from sgmcmc.checks import batch_size
 
     assert batch_size(1, 1000) == 1 and batch_size(np.int64(1), 1000) == 1
     assert batch_size(1000, 1000) == 1000 and batch_size(1000.0, 1000) == 1000

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..graph_options import own_function
-from ..checks import inputs
+from .. import checks
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
 from ..data.rows import Rows
 from ..run.samples import as_samples
@@ -70,7 +70,7 @@ def full_gradients(
     if not dtype.is_floating:
         dtype = tf.float64
     constraints = dict(s.settings.get("constraints") or {})
-    rows = Rows(inputs.check_dataset(dataset, dtype), dtype.as_numpy_dtype)  # read where they are
+    rows = Rows(checks.check_dataset(dataset, dtype), dtype.as_numpy_dtype)  # read where they are
     block_rows = min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())
 
     def constrain(u: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:

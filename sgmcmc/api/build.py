@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..checks import inputs
+from .. import checks
 from ..constraints import Constrained, check_constraints
 from ..distribute.collective import Collective, failed_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
@@ -35,7 +35,7 @@ def chain_starts(params: Any, n_chains: int, dtype: tf.DType) -> tuple[list[dict
                 f"params is a list of {len(params)} starting dicts but n_chains={n_chains}: give one dict per chain "
                 f"(n_chains={len(params)}), or one dict for every chain to start at"
             )
-        starts = [inputs.check_params(p, dtype) for p in params]
+        starts = [checks.check_params(p, dtype) for p in params]
         first = starts[0]
         for i, s in enumerate(starts[1:], start=1):
             if list(s) != list(first) or any(s[n].shape != first[n].shape for n in first):
@@ -44,7 +44,7 @@ def chain_starts(params: Any, n_chains: int, dtype: tf.DType) -> tuple[list[dict
                     f"{({n: v.shape for n, v in first.items()})}: every chain needs the same parameters"
                 )
         return starts, True
-    one = inputs.check_params(params, dtype)
+    one = checks.check_params(params, dtype)
     return [one] * n_chains, False
 
 
@@ -102,7 +102,7 @@ def _row_shard(place: Placement, data: dict, minibatch_size: Any, seed: int) -> 
         )
     counts = [int(c) for c in status[:, 0]]
     n_rows = sum(counts)
-    n = inputs.batch_size(minibatch_size, n_rows)
+    n = checks.batch_size(minibatch_size, n_rows)
     return RowShard(collective, n_rows, n), stratified_batch_sizes(n, counts)[place.worker]
 
 
@@ -128,16 +128,16 @@ def _control_variate(method: Method, spec: ControlVariate, names: list[str], pla
             f"the curvature of the full data, which is not yet computed across workers (each worker would "
             f"see its own rows and choose another stepsize)"
         )
-    opt = None if spec.opt_stepsize is None else inputs.per_parameter(spec.opt_stepsize, names, "opt_stepsize")
+    opt = None if spec.opt_stepsize is None else checks.per_parameter(spec.opt_stepsize, names, "opt_stepsize")
     return ControlVariateSettings(opt, spec.n_iters_opt, verbose)
 
 
 def _counts_estimator(arguments: dict, model: Model, setup: Setup, starts: list, data: dict, n: int):
     """Checks of a counts-based model before compiling; its estimator factory for the Sampler."""
     for i, start in enumerate(starts):
-        inputs.check_simplex_params(start, setup.dtype, "params" if len(starts) == 1 else f"params[{i}]")
-    alpha = inputs.check_alpha(arguments["alpha"], starts[0], setup.dtype)
-    inputs.trial_counts(model.counts, data, starts[0], setup.dtype, n)
+        checks.check_simplex_params(start, setup.dtype, "params" if len(starts) == 1 else f"params[{i}]")
+    alpha = checks.check_alpha(arguments["alpha"], starts[0], setup.dtype)
+    checks.trial_counts(model.counts, data, starts[0], setup.dtype, n)
     return partial(MinibatchCounts, model.counts, alpha, replace=setup.minibatch_replace)
 
 
@@ -185,9 +185,9 @@ def build_sampler(
         unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
         starts = [unconstrained[id(s)] for s in starts]
         all_starts = [unconstrained[id(all_starts[0])]]
-    data = inputs.check_dataset(model.dataset, dtype)
+    data = checks.check_dataset(model.dataset, dtype)
     n_rows = len(next(iter(data.values())))
-    n = None if place.shard_rows else inputs.batch_size(setup.minibatch_size, n_rows)
+    n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
     kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))
     cv = None
     if isinstance(estimator, ControlVariate):
@@ -200,7 +200,7 @@ def build_sampler(
     else:
         # The user's functions at the user's (constrained) start: errors name their own code.
         first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
-        inputs.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=model.check_model)
+        checks.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=model.check_model)
     shard = None
     if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
         shard, n = _row_shard(place, data, setup.minibatch_size, seed)

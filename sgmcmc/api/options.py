@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from ..checks import inputs
+from .. import checks
 from ..run.sampler import Keep
 
 #: ``log_lik(params, dataset)``: the SUM of the log-likelihood over the rows it is given.
@@ -66,8 +66,8 @@ class Setup:
         if not isinstance(self.minibatch_replace, (bool, np.bool_)):
             raise TypeError(f"minibatch_replace must be True or False, got {self.minibatch_replace!r}")
         object.__setattr__(self, "seed", None if seed is None else int(seed))
-        object.__setattr__(self, "dtype", inputs.as_dtype(self.dtype))
-        object.__setattr__(self, "n_chains", inputs.check_count(self.n_chains, "n_chains"))
+        object.__setattr__(self, "dtype", checks.as_dtype(self.dtype))
+        object.__setattr__(self, "n_chains", checks.check_count(self.n_chains, "n_chains"))
         object.__setattr__(self, "minibatch_replace", bool(self.minibatch_replace))
         object.__setattr__(self, "verbose", bool(self.verbose))
 
@@ -85,15 +85,15 @@ class Chain:
     checkpoint_every: int = 10_000
 
     def __post_init__(self):
-        object.__setattr__(self, "n_iters", inputs.check_count(self.n_iters, "n_iters"))
-        object.__setattr__(self, "thin", inputs.check_count(self.thin, "thin"))
+        object.__setattr__(self, "n_iters", checks.check_count(self.n_iters, "n_iters"))
+        object.__setattr__(self, "thin", checks.check_count(self.thin, "thin"))
         burn_in = self.burn_in
         if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
             raise ValueError(f"burn_in must be a whole number >= 0, got {burn_in!r}")
         object.__setattr__(self, "burn_in", int(burn_in))
         object.__setattr__(self, "store_gradients", bool(self.store_gradients))
         if self.checkpoint_dir is not None:
-            object.__setattr__(self, "checkpoint_every", inputs.check_count(self.checkpoint_every, "checkpoint_every"))
+            object.__setattr__(self, "checkpoint_every", checks.check_count(self.checkpoint_every, "checkpoint_every"))
 
     @property
     def keep(self) -> Keep:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import inputs
+from .. import checks
 from ..run.chain import run_chain, run_until_ready
 from ..run.checkpoints import CheckpointDirectory, fingerprint
 from ..distribute.replicas import run_on_replicas
@@ -68,7 +68,7 @@ def sample_chain(
         raise ValueError(f"{sampler.method} uses no gradient: store_gradients does not apply; leave it False")
     # Before the mode search and before any iteration: refuse a run whose samples cannot be kept.
     it0 = sampler.iteration if sampler.initialised else 0
-    inputs.check_storage(
+    checks.check_storage(
         keep.count_until(it0 + chain.n_iters) - keep.count_until(it0), sampler.n_chains, sampler.shapes,
         sampler.dtype, chain.store_gradients,
     )
@@ -135,7 +135,7 @@ def _run_with_checkpoints(
         functions={"log_lik": model.log_lik, "log_prior": model.log_prior}, starts=model.params,
     )
     store.check(print_)
-    inputs.check_storage(
+    checks.check_storage(
         keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
     )
     preloaded = None
@@ -180,10 +180,10 @@ def run_until_burned_in(
         )
     if chain.burn_in:
         raise ValueError(f"give either burn_in={chain.burn_in} or auto_burn_in=True, not both")
-    max_burn_in = 10 * chain.n_iters if max_burn_in is None else inputs.check_count(max_burn_in, "max_burn_in")
+    max_burn_in = 10 * chain.n_iters if max_burn_in is None else checks.check_count(max_burn_in, "max_burn_in")
     sampler = build_sampler(method, arguments, model, setup, estimator)
     keep = chain.keep
-    inputs.check_storage(
+    checks.check_storage(
         keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
     )
     init_sess(sampler, chain.verbose)

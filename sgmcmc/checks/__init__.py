@@ -1,2 +1,32 @@
-"""Validation of what users pass, one rule per concept, before anything is compiled
-(:mod:`~sgmcmc.checks.inputs`: arguments, datasets, the model's trial evaluation, storage)."""
+"""Validation of what users pass, one module per concept, before anything is compiled; every
+check raises with a message that names the problem and the fix (SPEC §4).
+
+- :mod:`~sgmcmc.checks.arguments`: dtype, starting values, numbers and counts, per-parameter
+  values, the one stepsize rule, the minibatch size;
+- :mod:`~sgmcmc.checks.data`: datasets (entries read where they are), tensors without a copy;
+- :mod:`~sgmcmc.checks.model`: the trial evaluation of ``log_lik``/``log_prior``;
+- :mod:`~sgmcmc.checks.storage`: will the kept samples fit;
+- :mod:`~sgmcmc.checks.simplex`: the simplex samplers' starts, prior and ``counts``.
+
+Callers use the package (``checks.check_dataset(...)``).
+"""
+
+from .arguments import (
+    as_dtype,
+    batch_size,
+    check_count,
+    check_nonnegative,
+    check_params,
+    check_positive,
+    per_parameter,
+)
+from .data import as_tensor, as_tensors, check_dataset
+from .model import ADDITIVITY_RTOL, TRIAL_ROWS, additivity_gaps, trial_evaluation
+from .simplex import check_alpha, check_simplex_params, trial_counts
+from .storage import available_memory, check_storage
+
+__all__ = [
+    "ADDITIVITY_RTOL", "TRIAL_ROWS", "additivity_gaps", "as_dtype", "as_tensor", "as_tensors", "available_memory",
+    "batch_size", "check_alpha", "check_count", "check_dataset", "check_nonnegative", "check_params",
+    "check_positive", "check_simplex_params", "check_storage", "per_parameter", "trial_counts", "trial_evaluation",
+]

@@ -51,7 +51,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..checks import inputs
+from .. import checks
 from ..errors import StepsizeWarning
 from ..api.methods import METHODS
 from ..graph_options import own_function
@@ -520,10 +520,10 @@ def check_stepsize(
     StepsizeCheck
     """
     name = _dynamics(method)
-    dtype = inputs.as_dtype(dtype)
-    point = inputs.check_params(params, dtype)
-    data = inputs.check_dataset(dataset, dtype)
-    steps = inputs.per_parameter(stepsize, list(point), "stepsize")
+    dtype = checks.as_dtype(dtype)
+    point = checks.check_params(params, dtype)
+    data = checks.check_dataset(dataset, dtype)
+    steps = checks.per_parameter(stepsize, list(point), "stepsize")
     estimator = MinibatchGradient(log_lik, log_prior, data, 1, 1)
     hyper = _hyper(name, list(point), alpha, L, a)
     result = _check(
@@ -539,10 +539,10 @@ def _hyper(name: str, names: list[str], alpha: Any, L: Any, a: Any) -> dict[str,
     """Per parameter, the hyperparameters of the distortion formula (a per-parameter ``alpha`` or
     ``a``: the check uses the value of the parameter the top eigenvector loads on most)."""
     if name == "sghmc":
-        alphas = inputs.per_parameter(alpha, names, "alpha")
+        alphas = checks.per_parameter(alpha, names, "alpha")
         return {k: {"alpha": float(alphas[k]), "L": int(L)} for k in names}
     if name == "sgnht":
-        a_s = inputs.per_parameter(a, names, "a")
+        a_s = checks.per_parameter(a, names, "a")
         return {k: {"a": float(a_s[k])} for k in names}
     return {k: {} for k in names}
 

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Mapping
 
 import tensorflow as tf
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -54,8 +54,8 @@ class BAOAB(Dynamics):
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "BAOAB":
         return cls(
-            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
-            inputs.per_parameter(arguments["gamma"], context.names, "gamma"),
+            checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            checks.per_parameter(arguments["gamma"], context.names, "gamma"),
         )
 
     def init_aux(self, params: Params, rng) -> dict:

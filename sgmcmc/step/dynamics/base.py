@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from ...checks import inputs
+from ... import checks
 
 
 @dataclass(frozen=True)
@@ -71,4 +71,4 @@ class Dynamics:
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":
         """The kernel from the user's arguments (``arguments[name]`` for each of
         :attr:`hyperparameters`), checked; clear errors for bad values."""
-        return cls(inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))
+        return cls(checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Union
 
 import tensorflow as tf
 
-from ...checks import inputs
+from ... import checks
 from ..contract import stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -235,7 +235,7 @@ class _SimplexDynamics(Dynamics):
 
     @classmethod
     def from_arguments(cls, arguments, context: KernelContext):
-        return cls(inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))
+        return cls(checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True))
 
 
 def _a_hat_of(est: Any) -> Params:

@@ -66,7 +66,7 @@ import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -209,10 +209,10 @@ class HAMCMC(Dynamics):
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "HAMCMC":
         warm = arguments["warmup_stepsize"]
         return cls(
-            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
-            None if arguments["memory"] is None else inputs.check_count(arguments["memory"], "memory"),
-            inputs.check_nonnegative(arguments["damping"], "damping"),
-            None if warm is None else inputs.per_parameter(warm, context.names, "warmup_stepsize"),
+            checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            None if arguments["memory"] is None else checks.check_count(arguments["memory"], "memory"),
+            checks.check_nonnegative(arguments["damping"], "damping"),
+            None if warm is None else checks.per_parameter(warm, context.names, "warmup_stepsize"),
         )
 
     def __post_init__(self):

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -54,9 +54,9 @@ class PSGLD(Dynamics):
         if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:
             raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
         return cls(
-            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
             float(beta),
-            inputs.check_positive(arguments["lam"], "lam"),
+            checks.check_positive(arguments["lam"], "lam"),
         )
 
     def init_aux(self, params: Params, rng) -> dict:

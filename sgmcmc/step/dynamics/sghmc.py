@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -54,9 +54,9 @@ class SGHMC(Dynamics):
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGHMC":
         return cls(
-            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
-            inputs.per_parameter(arguments["alpha"], context.names, "alpha"),
-            inputs.check_count(arguments["L"], "L"),
+            checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            checks.per_parameter(arguments["alpha"], context.names, "alpha"),
+            checks.check_count(arguments["L"], "L"),
         )
 
     def init_aux(self, params: Params, rng) -> dict:

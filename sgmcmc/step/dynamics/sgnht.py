@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Estimator, Params, reduce_per_chain, stepsize_at
 from .base import Dynamics, KernelContext
 
@@ -43,8 +43,8 @@ class SGNHT(Dynamics):
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGNHT":
         return cls(
-            inputs.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
-            inputs.per_parameter(arguments["a"], context.names, "a"),
+            checks.per_parameter(arguments["stepsize"], context.names, "stepsize", schedules=True),
+            checks.per_parameter(arguments["a"], context.names, "a"),
         )
 
     def init_aux(self, params: Params, rng) -> dict:

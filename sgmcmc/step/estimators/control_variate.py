@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Params
 from .plain import MinibatchGradient
 from .spec import EstimatorSpec
@@ -37,7 +37,7 @@ class ControlVariate(EstimatorSpec):
     keywords: ClassVar[dict[str, str]] = {"opt_stepsize": "opt_stepsize", "n_iters_opt": "n_iters_opt"}
 
     def __post_init__(self):
-        object.__setattr__(self, "n_iters_opt", inputs.check_count(self.n_iters_opt, "n_iters_opt", allow_zero=True))
+        object.__setattr__(self, "n_iters_opt", checks.check_count(self.n_iters_opt, "n_iters_opt", allow_zero=True))
 
     def settings(self) -> dict[str, Any]:
         return dict(opt_stepsize=self.opt_stepsize, n_iters_opt=self.n_iters_opt, estimator="cv")

@@ -71,7 +71,7 @@ class MinibatchGradient:
         rows it is given. ``log_prior=None`` is a flat prior.
     dataset
         Name -> entry (numpy array, memmap, h5py/zarr array: :mod:`sgmcmc.data.rows`), observations on
-        the first axis, all of length ``n_rows``, read in the model dtype (``inputs.check_dataset``).
+        the first axis, all of length ``n_rows``, read in the model dtype (``checks.check_dataset``).
         Minibatches do not come from here but from the block the sampler hands the random
         source (:meth:`~sgmcmc.step.random.ChainRandom.minibatch`); full-data passes stream it.
     batch_size
@@ -202,7 +202,7 @@ class MinibatchGradient:
         the entries shared with TensorFlow where they are aligned numpy arrays in the model
         dtype, else one copy in memory (``inputs.as_tensor``)."""
         if self._in_graph_dataset is None:
-            from ...checks.inputs import as_tensor
+            from ...checks.data import as_tensor
 
             self._in_graph_dataset = {k: as_tensor(np.asarray(v)) for k, v in self.dataset.items()}
         return self._in_graph_dataset

@@ -49,7 +49,7 @@ from typing import Any, Callable, ClassVar
 import tensorflow as tf
 
 from ...graph_options import own_function
-from ...checks import inputs
+from ... import checks
 from ..contract import Estimate, Params
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
 from .spec import EstimatorSpec, parameter_count
@@ -247,7 +247,7 @@ class SVRG(EstimatorSpec):
     keywords: ClassVar[dict[str, str]] = {"svrg_period": "period"}
 
     def __post_init__(self):
-        object.__setattr__(self, "period", inputs.check_count(self.period, "svrg_period"))
+        object.__setattr__(self, "period", checks.check_count(self.period, "svrg_period"))
 
     def wrap(self) -> Callable:
         return partial(SVRGGradient, period=self.period)
@@ -269,7 +269,7 @@ class SAGA(EstimatorSpec):
     shard_refusal: ClassVar[str | None] = "SAGA's gradient table and its sum are not yet split across workers"
 
     def __post_init__(self):
-        object.__setattr__(self, "max_memory", inputs.check_positive(self.max_memory, "max_memory"))
+        object.__setattr__(self, "max_memory", checks.check_positive(self.max_memory, "max_memory"))
 
     def wrap(self) -> Callable:
         return SAGAGradient
