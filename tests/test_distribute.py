@@ -94,6 +94,32 @@ def test_one_device_strategy_changes_nothing():
     assert placement(None, None, 3, "sgld", None).chains == ((0, 1, 2),)
 
 
+def test_a_replica_divergence_names_the_runs_chains():
+    """A replica's sampler holds chains 2 and 3 of a 4-chain run (what run_on_replicas builds for
+    the second device): when they diverge, the error names chains 2, 3 — the run's indices, not
+    the replica's 0, 1 (which named nothing at all when every chain of the replica diverged)."""
+    from sgmcmc.api.build import build_sampler
+    from sgmcmc.api.methods import METHODS
+    from sgmcmc.api.options import Model, Setup
+    from sgmcmc.distribute.placement import Placement
+    from sgmcmc.step.estimators import Plain
+
+    x = worker.data()
+
+    def log_lik(params, data):
+        return -0.5 * tf.reduce_sum(tf.square(data["x"] - params["mu"]))
+
+    place = Placement(4, devices=("", ""), chains=((0, 1), (2, 3)))
+    setup = Setup(minibatch_size=10, seed=1, n_chains=4)
+    sampler = build_sampler(
+        METHODS["sgld"], dict(stepsize=10.0), Model({"x": x}, {"mu": 0.0}, log_lik), setup, Plain(),
+        replica=1, place=place,
+    )
+    assert sampler.chain_ids == [2, 3]
+    with pytest.raises(sgmcmc.DivergenceError, match="in chains 2, 3:"):
+        sgmcmc.sample_chain(sampler, 200, verbose=False)
+
+
 # -- one process, two logical devices ------------------------------------------------------------
 
 

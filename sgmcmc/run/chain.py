@@ -310,12 +310,10 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                     storage.add_chunk(it0, chunk, group_len)
                 if chunk.diverged_at:
                     at = chunk.diverged_at
-                    chains = np.flatnonzero(~chunk.finite_chains)
-                    where = (
-                        f" in chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}"
-                        if sampler.n_chains > 1 and 0 < len(chains) < sampler.n_chains
-                        else ""
-                    )
+                    # The run's chain indices (a replica's sampler holds some of the run's chains).
+                    chains = [sampler.chain_ids[i] for i in np.flatnonzero(~chunk.finite_chains)]
+                    some = 0 < len(chains) < sampler.n_chains or sampler.chain_ids != list(range(sampler.n_chains))
+                    where = f" in chain{'s' if len(chains) > 1 else ''} {', '.join(map(str, chains))}" if some else ""
                     raise DivergenceError(
                         f"{desc} diverged at iteration {at}{where}: the state or the log-posterior estimate "
                         f"became NaN or Inf; try a smaller stepsize. The samples kept before it are in the "
