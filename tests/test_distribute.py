@@ -253,7 +253,7 @@ def test_what_sharding_cannot_do_is_refused(cluster):
 
 @pytest.mark.multiworker
 def test_a_killed_worker_makes_the_other_raise_with_its_samples(tmp_path):
-    """Worker 1 is SIGKILLed 4 s into sampling: worker 0 raises SamplingError naming worker 1
+    """Worker 1 is SIGKILLed after its second stored chunk: worker 0 raises SamplingError naming worker 1
     within the coordination service's heartbeat timeout (seen: 0.05 s on a closed socket, ~10 s
     by heartbeat), carrying exactly the samples of the completed chunks — finite, as many as the
     iterations it reports (a chunk runs as several compiled calls; the calls that finished before

@@ -378,3 +378,38 @@ def test_ctrl_c_reaches_each_worker_once_and_sigterm_ends_them(tmp_path, sig, co
     assert proc.returncode == code, err[-3000:]
     assert time.monotonic() - start < 15
     assert lines_by_worker(out, 2) == [lines, lines]
+
+
+class _Workers:
+    """Stands in for launcher.Workers: two workers that finish once SIGINT reached them; the
+    first check of ``running()`` is where a Ctrl-C lands (a KeyboardInterrupt raised there)."""
+
+    def __init__(self):
+        self.checks, self.sent, self.terminated = 0, [], []
+        self.outcome = {0: 0, 1: 0}
+
+    def running(self):
+        self.checks += 1
+        if self.checks == 1:
+            raise KeyboardInterrupt
+        return [] if self.sent else [0, 1]
+
+    def reap(self):
+        return []
+
+    def send(self, sig):
+        self.sent.append(sig)
+
+    def terminate(self, why):
+        self.terminated.append(why)
+
+
+def test_a_ctrl_c_in_the_supervisors_own_loop_test_reaches_the_workers():
+    """The race CI met under load: SIGINT landing while ``supervise`` evaluates
+    ``workers.running()`` (the loop's test, once outside the ``try``) killed the launcher with
+    KeyboardInterrupt and the workers never got SIGINT. Now it is handled like any other Ctrl-C.
+    On the previous loop the KeyboardInterrupt escapes and this test fails."""
+    workers, lines = _Workers(), []
+    launcher.supervise(workers, timeout=None, grace=5.0, log=lines.append)
+    assert workers.sent == [signal.SIGINT]
+    assert any("SIGINT sent to the workers" in line for line in lines)

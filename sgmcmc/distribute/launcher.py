@@ -417,8 +417,13 @@ def supervise(workers: Workers, timeout: float | None, grace: float, log: Callab
     deadline = time.monotonic() + timeout if timeout is not None else math.inf
     stop_at, why = math.inf, None
     interrupted = False
-    while workers.running():
+    while True:
+        # Everything, the loop's own test included, inside the try: a Ctrl-C or SIGTERM lands
+        # at any bytecode, and one that escaped here left the workers unsignalled (seen under
+        # load: the launcher died of KeyboardInterrupt in workers.running()).
         try:
+            if not workers.running():
+                break
             for i in workers.reap():
                 code = workers.outcome[i]
                 if code != 0 and why is None:
