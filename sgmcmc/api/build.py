@@ -48,12 +48,12 @@ def chain_starts(params: Any, n_chains: int, dtype: tf.DType) -> tuple[list[dict
     return [one] * n_chains, False
 
 
-def placement_of(method: Method, model: Model, setup: Setup, estimator: EstimatorSpec) -> Placement:
-    """Who computes what under ``setup.strategy`` (:mod:`sgmcmc.distribute.placement`)."""
-    starts, _ = chain_starts(model.params, setup.n_chains, setup.dtype)
+def placement_of(method: Method, setup: Setup, estimator: EstimatorSpec) -> Placement:
+    """Who computes what under ``setup.strategy`` (:mod:`sgmcmc.distribute.placement`). The
+    starts are checked by :func:`build_sampler` (a list of them must have ``n_chains`` dicts)."""
     refusal = method.dynamics.shard_refusal or estimator.shard_refusal
     what = method.name if method.dynamics.shard_refusal else f"estimator={estimator.name!r}"
-    return placement(setup.strategy, setup.shard_rows, len(starts), what, refusal)
+    return placement(setup.strategy, setup.shard_rows, setup.n_chains, what, refusal)
 
 
 def shared_seed(place: Placement, seed: int | None) -> int | None:
@@ -169,7 +169,7 @@ def build_sampler(
         The placement when the caller has it already (else worked out here).
     """
     dtype = setup.dtype
-    place = placement_of(method, model, setup, estimator) if place is None else place
+    place = placement_of(method, setup, estimator) if place is None else place
     if place.splits_chains and replica is None:
         raise ValueError(
             f"{method.name}_setup with this strategy would split the chains over {place.n_workers * len(place.devices)} "

@@ -8,7 +8,7 @@ import os
 
 import tensorflow as tf
 
-from ..step.dynamics import SGHMC, SGLD, SGNHT
+from ..step.dynamics import SGHMC, SGNHT
 from ..step.estimators import ControlVariate, resolve_estimator
 from ..run.sampler import Sampler
 from ..run.samples import Samples

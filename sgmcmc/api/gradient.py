@@ -8,7 +8,7 @@ import os
 
 import tensorflow as tf
 
-from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGLD, SGNHT
+from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGNHT
 from ..step.estimators import SAGA, SVRG, ControlVariate, EstimatorSpec, resolve_estimator
 from ..run.sampler import Sampler
 from ..run.samples import Samples

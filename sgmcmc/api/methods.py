@@ -41,10 +41,6 @@ class Method:
     supports_constraints: bool = True
 
     @property
-    def default_estimator(self) -> str:
-        return "cv" if self.control_variate else "plain"
-
-    @property
     def hyperparameters(self) -> tuple[str, ...]:
         return self.dynamics.hyperparameters
 

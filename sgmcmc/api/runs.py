@@ -90,7 +90,7 @@ def run_whole_chain(
             f"burn_in={chain.burn_in} is not less than n_iters={chain.n_iters}: no iteration would be kept; "
             f"give burn_in < n_iters"
         )
-    place = placement_of(method, model, setup, estimator)
+    place = placement_of(method, setup, estimator)
     if place.distributed and chain.checkpoint_dir is not None:
         raise ValueError(
             "checkpoint_dir with a multi-replica strategy is not supported yet: run without checkpoint_dir, "

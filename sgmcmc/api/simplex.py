@@ -4,11 +4,8 @@ The user gives ``counts`` and a Dirichlet ``alpha`` instead of ``log_lik``/``log
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from ..step.dynamics import SCIR, SGRLD
 from ..step.estimators import resolve_estimator
 from ..run.sampler import Sampler
 from ..run.samples import Samples

@@ -468,7 +468,7 @@ def tune_stepsize(
     for mb, sampler in built.items():  # the starting state every candidate begins from
         if sampler is not first:
             if first.control_variate is not None:  # share the mode search: same mode, same anchor
-                sampler.estimator.copy_state(first.estimator)
+                sampler.estimator.take_mode(first.estimator)
                 sampler.set_anchor({k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
                 sampler.init_aux()
                 sampler.initialised = True

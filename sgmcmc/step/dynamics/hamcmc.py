@@ -60,7 +60,6 @@ bounded where D is large (there L-BFGS with 49 pairs is a partial preconditioner
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import tensorflow as tf
 

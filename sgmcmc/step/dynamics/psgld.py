@@ -18,7 +18,6 @@ the stepsize decreases. ``V`` starts at 0, and the first iteration updates V bef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf

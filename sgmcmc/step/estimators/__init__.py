@@ -9,21 +9,24 @@ estimator is its module plus one line in :data:`ESTIMATORS`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from .control_variate import N_ITERS_OPT, ControlVariate, ControlVariateGradient
+from .control_variate import ControlVariate, ControlVariateGradient
 from .counts import CountsEstimate, MinibatchCounts
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, Plain, value_and_grad
 from .spec import EstimatorSpec
-from .variance_reduced import SAGA, SAGA_MAX_MEMORY, SVRG, SVRG_PERIOD, SAGAGradient, SVRGGradient
+from .variance_reduced import SAGA, SVRG, SAGAGradient, SVRGGradient
 
 #: Every estimator a sampler can use, by the name ``estimator=`` takes.
 ESTIMATORS: dict[str, type[EstimatorSpec]] = {spec.name: spec for spec in (Plain, ControlVariate, SVRG, SAGA)}
 
-#: The samplers' estimator keywords (SPEC §8) at their defaults: a keyword left here applies to
-#: no estimator in particular.
+#: The samplers' estimator keywords (SPEC §8) at their defaults, read from the specs' fields: a
+#: keyword left here applies to no estimator in particular.
 KEYWORD_DEFAULTS: dict[str, Any] = {
-    "opt_stepsize": None, "n_iters_opt": N_ITERS_OPT, "svrg_period": SVRG_PERIOD, "max_memory": SAGA_MAX_MEMORY,
+    keyword: {f.name: f.default for f in dataclasses.fields(spec)}[field]
+    for spec in ESTIMATORS.values()
+    for keyword, field in spec.keywords.items()
 }
 
 

@@ -19,10 +19,6 @@ from ..contract import Estimate, Params
 from .plain import MinibatchGradient
 from .spec import EstimatorSpec
 
-#: Default SGD iterations of the mode search (Baker et al. 2018's R package).
-N_ITERS_OPT = 10_000
-
-
 @dataclass(frozen=True)
 class ControlVariate(EstimatorSpec):
     """``estimator="cv"`` or ``ControlVariate(opt_stepsize=..., n_iters_opt=...)``: the
@@ -32,7 +28,7 @@ class ControlVariate(EstimatorSpec):
     mode, anchor and anchor gradient are the sampler's variables)."""
 
     opt_stepsize: Any = None
-    n_iters_opt: int = N_ITERS_OPT
+    n_iters_opt: int = 10_000  # the R package's default
     name: ClassVar[str] = "cv"
     keywords: ClassVar[dict[str, str]] = {"opt_stepsize": "opt_stepsize", "n_iters_opt": "n_iters_opt"}
 
@@ -68,11 +64,11 @@ class ControlVariateGradient:
             self.anchor[k].assign(v)
             self.anchor_grad[k].assign(anchor_grad[k])
 
-    def copy_state(self, other: "ControlVariateGradient") -> None:
-        """Take another estimator's mode, anchor and anchor gradient (one mode search shared)."""
-        for mine, theirs in ((self.mode, other.mode), (self.anchor, other.anchor), (self.anchor_grad, other.anchor_grad)):
-            for k, v in mine.items():
-                v.assign(theirs[k])
+    def take_mode(self, other: "ControlVariateGradient") -> None:
+        """Take another estimator's mode-search result (one mode search shared); then
+        :meth:`set_anchor` with its anchor gradient."""
+        for k, v in self.mode.items():
+            v.assign(other.mode[k])
 
     def variables(self) -> dict[str, dict[str, tf.Variable]]:
         """For checkpoints (the keys the sampler's checkpoints have always used)."""

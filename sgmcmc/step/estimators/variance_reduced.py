@@ -231,18 +231,12 @@ class SAGAGradient(_WithState):
             self.table[name].scatter_update(tf.IndexedSlices(tf.reshape(g, [-1, *g.shape[2:]]), tf.reshape(flat, [-1])))
 
 
-#: SVRG's default iterations between anchor refreshes (SPEC §8).
-SVRG_PERIOD = 100
-#: SAGA's default memory bound in bytes (SPEC §8).
-SAGA_MAX_MEMORY = 2 * 2**30
-
-
 @dataclass(frozen=True)
 class SVRG(EstimatorSpec):
     """``estimator="svrg"`` or ``SVRG(period=...)``: :class:`SVRGGradient`, the anchor refreshed
     every ``period`` iterations (the samplers' ``svrg_period=``)."""
 
-    period: int = SVRG_PERIOD
+    period: int = 100  # SPEC §8
     name: ClassVar[str] = "svrg"
     keywords: ClassVar[dict[str, str]] = {"svrg_period": "period"}
 
@@ -262,7 +256,7 @@ class SAGA(EstimatorSpec):
     (K·N·d numbers) must fit in ``max_memory`` bytes. Not under XLA (its table is copied every
     iteration there: 10x slower, docs/DESIGN.md)."""
 
-    max_memory: float = SAGA_MAX_MEMORY
+    max_memory: float = 2 * 2**30  # SPEC §8: 2 GiB
     name: ClassVar[str] = "saga"
     keywords: ClassVar[dict[str, str]] = {"max_memory": "max_memory"}
     xla: ClassVar[bool] = False
