@@ -28,6 +28,7 @@ import tensorflow_probability as tfp
 import sgmcmc
 import sgmcmc.run.sampler
 from sgmcmc import checks
+from sgmcmc.data.rows import aligned_empty
 
 tfd = tfp.distributions
 
@@ -330,7 +331,8 @@ def test_dataframe_with_non_string_columns():
 
 
 def test_as_tensor_shares_aligned_arrays_and_copies_others_once():
-    aligned = checks.data._aligned_copy(np.arange(12, dtype=np.float32).reshape(4, 3))
+    aligned = aligned_empty((4, 3), np.float32)
+    aligned[:] = np.arange(12, dtype=np.float32).reshape(4, 3)
     tensor = checks.as_tensor(aligned)
     aligned[0, 0] = 99.0
     assert float(tensor[0, 0]) == 99.0  # the same memory

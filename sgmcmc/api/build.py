@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from .. import checks
 from ..constraints import Constrained, check_constraints
+from ..data.rows import Rows
 from ..distribute.collective import Collective, failed_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
@@ -220,8 +221,14 @@ def build_sampler(
     # XLA where it measured faster (docs/DESIGN.md): the minibatches arrive as blocks gathered on
     # the host, so the compiled loop has no sampler of its own and XLA fuses the iteration. The
     # dynamics and the estimator each say whether they suit it; not the count models (not
-    # measured); not with rows sharded (the loop's collective ops run in graph mode).
-    xla = method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
+    # measured); not with rows sharded (the loop's collective ops run in graph mode); not when
+    # the step reads all rows (SVRG's refresh) from entries TensorFlow cannot read in place
+    # (memmaps, h5py, unaligned arrays: read by a host callback, which XLA cannot compile).
+    in_place = Rows(data, tf.as_dtype(dtype).as_numpy_dtype).shared_in_place
+    xla = (
+        method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
+        and (in_place or not estimator.reads_all_rows)
+    )
     return Sampler(
         method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,

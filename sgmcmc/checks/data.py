@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..data.rows import CastEntry, is_array_like, output_dtype
+from ..data.rows import CastEntry, aligned_empty, is_array_like, output_dtype, shared_in_place
 
 
 def _entries(dataset: Any) -> Mapping:
@@ -122,19 +122,6 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
     return out
 
 
-#: TensorFlow's CPU tensors must start on a 64-byte boundary (``Tensor::IsAligned``).
-TENSOR_ALIGNMENT = 64
-
-
-def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of ``array`` starting on a :data:`TENSOR_ALIGNMENT` boundary."""
-    buffer = np.empty(array.nbytes + TENSOR_ALIGNMENT, np.uint8)
-    offset = (-buffer.ctypes.data) % TENSOR_ALIGNMENT
-    out = buffer[offset : offset + array.nbytes].view(array.dtype).reshape(array.shape)
-    np.copyto(out, array)
-    return out
-
-
 def as_tensor(array: np.ndarray) -> tf.Tensor:
     """A CPU tensor of ``array`` holding at most one copy of it, with no transient copies.
 
@@ -147,11 +134,10 @@ def as_tensor(array: np.ndarray) -> tf.Tensor:
         return tf.convert_to_tensor(array)
     if array.size == 0:
         return tf.convert_to_tensor(array)
-    shareable = (
-        array.flags.c_contiguous and array.flags.writeable and array.ctypes.data % TENSOR_ALIGNMENT == 0
-    )
-    if not shareable:
-        array = _aligned_copy(array)
+    if not shared_in_place(array, array.dtype):
+        copy = aligned_empty(array.shape, array.dtype)
+        np.copyto(copy, array)
+        array = copy
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
 
 

@@ -47,6 +47,17 @@ def is_array_like(value: Any) -> bool:
     )
 
 
+def shared_in_place(entry: Any, dtype: Any) -> bool:
+    """Whether TensorFlow can read ``entry`` in place as a CPU tensor of ``dtype``, without a
+    copy: a C-contiguous, writeable numpy array already in ``dtype`` on a
+    :data:`TENSOR_ALIGNMENT` boundary (what ``checks.data.as_tensor`` shares through DLPack).
+    A read-only memmap, an unaligned or cast array, h5py or zarr are not."""
+    return (
+        isinstance(entry, np.ndarray) and entry.dtype == np.dtype(dtype) and entry.flags.c_contiguous
+        and entry.flags.writeable and (entry.size == 0 or entry.ctypes.data % TENSOR_ALIGNMENT == 0)
+    )
+
+
 def output_dtype(dtype: np.dtype, float_dtype: np.dtype) -> np.dtype:
     """What an entry of ``dtype`` becomes in the model: floats the model dtype, booleans int32,
     integers as they are."""
@@ -140,6 +151,11 @@ class Rows:
         self.n_rows = int(first.shape[0])
         self.dtypes = {k: output_dtype(np.dtype(v.dtype), np.dtype(float_dtype)) for k, v in self.entries.items()}
         self.row_shapes = {k: tuple(int(s) for s in v.shape[1:]) for k, v in self.entries.items()}
+
+    @property
+    def shared_in_place(self) -> bool:
+        """Whether every entry can be read as a tensor without a copy (:func:`shared_in_place`)."""
+        return all(shared_in_place(v, self.dtypes[k]) for k, v in self.entries.items())
 
     @property
     def row_bytes(self) -> int:

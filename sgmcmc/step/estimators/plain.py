@@ -62,7 +62,7 @@ def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tenso
 
 
 class MinibatchGradient:
-    """The plain estimator for ``n_chains`` chains, each with its own minibatch.
+    r"""The plain estimator for ``n_chains`` chains, each with its own minibatch.
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ class MinibatchGradient:
         self.scale = self.n_rows / batch_size
         self.reduce = reduce
         self._block_gradient = None
-        self._in_graph_dataset = None
+        self._in_place = None
 
     @property
     def rows(self) -> Rows:
@@ -197,30 +197,50 @@ class MinibatchGradient:
                 total[name] += g.numpy()
         return {name: tf.constant(total[name], params[name].dtype) for name in total}
 
-    def in_graph_dataset(self) -> dict[str, tf.Tensor]:
-        """Every row as tensors, for a full-data pass inside a compiled step (SVRG's refresh):
-        the entries shared with TensorFlow where they are aligned numpy arrays in the model
-        dtype, else one copy in memory (``inputs.as_tensor``)."""
-        if self._in_graph_dataset is None:
+    def _in_place_tensors(self) -> dict[str, tf.Tensor]:
+        """Every entry as a tensor sharing its memory (only when :attr:`Rows.shared_in_place`)."""
+        if self._in_place is None:
             from ...checks.data import as_tensor
 
-            self._in_graph_dataset = {k: as_tensor(np.asarray(v)) for k, v in self.dataset.items()}
-        return self._in_graph_dataset
+            self._in_place = {k: as_tensor(v) for k, v in self.dataset.items()}
+        return self._in_place
+
+    def _row_block(self, start: tf.Tensor, size: int) -> dict[str, tf.Tensor]:
+        """Rows ``start : start + size`` of every entry, inside a compiled step.
+
+        Entries TensorFlow can read in place (aligned numpy arrays in the model dtype) are sliced
+        as tensors. Any other entry (a memmap, h5py, zarr, an unaligned or cast array) is read by
+        a host callback (``tf.numpy_function``) that slices it where it lives, so a full-data
+        pass holds one block, never a copy of the dataset (SPEC §11). XLA cannot compile such a
+        callback: the sampler then runs in graph mode (``EstimatorSpec.reads_all_rows``). Both
+        give the same rows, so the same sums bit for bit."""
+        rows = self.rows
+        if rows.shared_in_place:
+            return {
+                k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0),
+                         tf.constant([size, *v.shape[1:]], tf.int64))
+                for k, v in self._in_place_tensors().items()
+            }
+        names = list(rows.entries)
+
+        def read(first):
+            block = rows.slice(int(first), int(first) + size)
+            return [block[k] for k in names]
+
+        values = tf.numpy_function(read, [start], [tf.as_dtype(rows.dtypes[k]) for k in names], name="read_rows")
+        return {k: tf.ensure_shape(v, [size, *rows.row_shapes[k]]) for k, v in zip(names, values)}
 
     def full_data_gradient_in_graph(self, params: Params) -> Params:
         r"""K chains, in-graph: :math:`\nabla\log p(\theta_k|x)` for every chain, the likelihood
-        summed over row batches of :data:`FULL_GRADIENT_BATCH_ROWS` in a ``tf.while_loop`` (memory
-        bounded at any N; every batch has a static shape: the full batches in the loop, the
-        remainder once after it), summed over the workers when the rows are sharded. For use
-        inside a compiled step (SVRG's anchor refresh)."""
+        summed over row blocks of :data:`FULL_GRADIENT_BATCH_ROWS` in a ``tf.while_loop`` (memory
+        bounded at any N, data on disk included: :meth:`_row_block`; every block has a static
+        shape: the full blocks in the loop, the remainder once after it), summed over the workers
+        when the rows are sharded. For use inside a compiled step (SVRG's anchor refresh)."""
         size = min(FULL_GRADIENT_BATCH_ROWS, self.n_rows)
         n_full = self.n_rows // size
 
         def batch_grad(start, rows: int) -> Params:
-            batch = {
-                k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0), tf.constant([rows, *v.shape[1:]], tf.int64))
-                for k, v in self.in_graph_dataset().items()
-            }
+            batch = self._row_block(start, rows)
             return map_over_chains(lambda p: self._lik_grad(p, batch), params, self.n_chains)
 
         def body(i, total):

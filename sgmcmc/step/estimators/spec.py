@@ -31,12 +31,16 @@ class EstimatorSpec:
         Whether the compiled loop may use XLA with this estimator (measured, docs/DESIGN.md).
     shard_refusal
         Why rows cannot be sharded across workers with it, or None (SPEC §12).
+    reads_all_rows
+        Whether the compiled step itself reads every row (SVRG's refresh): from entries
+        TensorFlow cannot read in place this is a host callback, so no XLA then.
     """
 
     name: ClassVar[str] = ""
     keywords: ClassVar[dict[str, str]] = {}
     xla: ClassVar[bool] = True
     shard_refusal: ClassVar[str | None] = None
+    reads_all_rows: ClassVar[bool] = False
 
     def wrap(self) -> Callable | None:
         """``wrap(plain, like)`` making the stateful estimator around the plain one, or None when

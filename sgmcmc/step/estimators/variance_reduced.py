@@ -11,7 +11,8 @@ minibatch, its N/n scaling, its vectorisation over chains) and keep the estimato
 :math:`g_S` the plain estimate on minibatch S (the same S in both terms). At every global
 iteration t with (t − 1) mod ``period`` = 0 (so t = 1 first) the anchor becomes the point of the
 iteration's first evaluation, and its full-data gradient is recomputed in-graph (a
-``tf.while_loop`` over row batches inside a ``tf.cond``).
+``tf.while_loop`` over row blocks inside a ``tf.cond``), the blocks read from the entries where
+they are (``MinibatchGradient.full_data_gradient_in_graph``: no copy of a memmap's rows).
 
 **SAGA.** Per chain a table :math:`\phi_i` of per-row gradients (N × dim) and its sum:
 
@@ -238,6 +239,7 @@ class SVRG(EstimatorSpec):
 
     period: int = 100  # SPEC §8
     name: ClassVar[str] = "svrg"
+    reads_all_rows: ClassVar[bool] = True
     keywords: ClassVar[dict[str, str]] = {"svrg_period": "period"}
 
     def __post_init__(self):
