@@ -9,7 +9,8 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
     rows sharded, the rows SORTED and split 603 / 397 between the two workers (so that a wrong
     stratum weight or a missing all-reduce moves the posterior): SGLD and SGLD-CV; then
     ``shard_rows=False`` with 4 chains split over the workers, all rows on each; then what is
-    refused under sharding. (``svrg`` is SGLD with ``estimator="svrg"``.)
+    refused under sharding; then the full-data passes outside the chain (``full_data_passes``).
+    (``svrg`` is SGLD with ``estimator="svrg"``.)
 ``mirrored`` (no cluster: a plain process)
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
     the one-device run (largest difference), and what is refused.
@@ -79,6 +80,32 @@ def shard(x: np.ndarray, worker: int) -> dict:
     return {"x": x[:SPLIT] if worker == 0 else x[SPLIT:]}
 
 
+def full_data_passes(strategy, rows: dict, path) -> None:
+    """The passes over all rows outside the chain, rows sharded: the automatic mode-search
+    stepsize (from the all-reduced curvature), ``check_stepsize`` and ``full_gradients``, and a
+    ``check_stepsize`` whose point differs between the workers."""
+    sampler = sgmcmc.sgldcv_setup(
+        log_lik, rows, {"mu": np.zeros(1)}, 5e-4, opt_stepsize=None, log_prior=log_prior, minibatch_size=100,
+        n_iters_opt=300, seed=11, dtype=tf.float64, strategy=strategy,
+    )
+    sgmcmc.init_sess(sampler, verbose=False)
+    auto = sampler.control_variate.opt_stepsize["mu"]
+    check = sgmcmc.check_stepsize(
+        log_lik, rows, {"mu": np.array([0.3])}, 1e-4, log_prior, dtype=tf.float64, warn=False, strategy=strategy,
+    )
+    samples = {"mu": np.linspace(-1.0, 2.0, 70)[:, None]}  # two sample blocks of full_gradients
+    grads = sgmcmc.full_gradients(log_lik, rows, samples, log_prior=log_prior, strategy=strategy)
+    worker = strategy.cluster_resolver.task_id
+    try:
+        sgmcmc.check_stepsize(log_lik, rows, {"mu": np.array([0.1 * worker])}, 1e-4, log_prior, dtype=tf.float64,
+                              warn=False, strategy=strategy)
+        mismatch = None
+    except ValueError as error:
+        mismatch = str(error)
+    np.savez(path("passes"), curvature=auto.curvature, opt_stepsize=auto.value, mu=check.scaled_curvature, grads=grads["mu"],
+             at=samples["mu"], mismatch=str(mismatch))
+
+
 def mirrored(out: str) -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -126,11 +153,11 @@ def main(scenario: str, out: str) -> None:
         np.savez(path("unseeded"), mu=unseeded["mu"], seed=unseeded.seed)
         chains = run("sgld", {"x": x}, seed=5, strategy=strategy, shard_rows=False, n_chains=4)
         np.savez(path("chains"), mu=chains["mu"])
+        full_data_passes(strategy, shard(x, worker), path)
         refused = {}
         for name, kwargs in {
             "saga": dict(estimator="saga"),
             "seeds": dict(seed=100 + worker),
-            "auto_opt_stepsize": dict(method="sgldcv", opt_stepsize=None),
             "odd_chains": dict(shard_rows=False, n_chains=3),
             "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():

@@ -246,9 +246,33 @@ def test_what_sharding_cannot_do_is_refused(cluster):
     refused = json.loads((cluster / "refused.w0.json").read_text())
     assert "estimator='saga' cannot run with shard_rows=True" in refused["saga"]
     assert "every worker must pass the same seed" in refused["seeds"] and "[100, 101]" in refused["seeds"]
-    assert "needs an explicit opt_stepsize" in refused["auto_opt_stepsize"]
     assert "n_chains=3 chains cannot be split evenly over the strategy's 2 replicas" in refused["odd_chains"]
     assert "checkpoint_dir with a multi-replica strategy is not supported yet" in refused["checkpoint"]
+
+
+@pytest.mark.multiworker
+def test_full_data_passes_sum_every_workers_rows(cluster):
+    """Rows 603 / 397 on two workers, against closed forms over all 1,000 rows (the negative
+    log-posterior's Hessian is N + 1/10² = 1000.01 everywhere): the automatic mode-search
+    stepsize's curvature and the stepsize min(1, 2n/N)/λ = 0.2/1000.01 (n = 100, N = 1,000, not a
+    worker's n_w/N_w = 60/603 or 40/397), check_stepsize's μ = ε·λ, and full_gradients'
+    Σ_i (x_i − μ) − μ/100 at 70 points; the same on both workers (float64 sums: relative 1e-10,
+    observed ≤ 4e-16). A check_stepsize whose point differs between the workers is refused on
+    both, before any product. Broken variants (patched copies): no all-reduce in
+    NegativeHessian (each worker's curvature 603.01 / 397.01) and a worker's own n_w, N_w in
+    auto_opt_stepsize both fail the stepsize assertions; full_gradients without its all-reduce
+    fails the gradient one."""
+    x = worker.data()[:, 0]
+    lam = len(x) + worker.PRIOR_SD**-2
+    for w in (0, 1):
+        passes = np.load(cluster / f"passes.w{w}.npz")
+        assert float(passes["curvature"]) == pytest.approx(lam, rel=1e-10)
+        assert float(passes["opt_stepsize"]) == pytest.approx(0.2 / lam, rel=1e-10)
+        assert float(passes["mu"]) == pytest.approx(1e-4 * lam, rel=1e-10)
+        at = passes["at"][:, 0]
+        exact = np.array([np.sum(x - m) - m / worker.PRIOR_SD**2 for m in at])
+        np.testing.assert_allclose(passes["grads"][:, 0], exact, rtol=1e-10, atol=1e-9)
+        assert "every worker must pass the same params" in str(passes["mismatch"]), str(passes["mismatch"])
 
 
 @pytest.mark.multiworker

@@ -19,6 +19,7 @@ from .. import checks
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
 from ..data.rows import Rows
 from ..run.samples import as_samples
+from ..distribute.placement import row_collective
 
 #: Samples per vectorised call.
 SAMPLE_BLOCK = 64
@@ -29,6 +30,9 @@ def full_gradients(
     dataset: Mapping[str, Any],
     samples: Mapping[str, Any],
     log_prior: Callable | None = None,
+    *,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
 ) -> dict[str, np.ndarray]:
     r"""The exact gradient of the log posterior at every sample, laid out like the samples.
 
@@ -49,6 +53,12 @@ def full_gradients(
         with respect to the unconstrained values (``samples.unconstrained``) and includes the
         log-det-Jacobian, as the samplers do; ``log_lik`` and ``log_prior`` see constrained
         values.
+    strategy, shard_rows
+        As for the samplers (SPEC §12): under a ``MultiWorkerMirroredStrategy`` with rows
+        sharded (``shard_rows`` True or unset), every worker calls this with its own rows and
+        the same samples (checked); each sums the likelihood over its rows, one all-reduce per
+        block of samples adds up the workers', and every worker returns the full-data gradient.
+        Otherwise this process's rows are all the rows.
 
     Returns
     -------
@@ -71,6 +81,7 @@ def full_gradients(
         dtype = tf.float64
     constraints = dict(s.settings.get("constraints") or {})
     rows = Rows(checks.check_dataset(dataset, dtype), dtype.as_numpy_dtype)  # read where they are
+    collective = row_collective(strategy, shard_rows, "full_gradients", dict(samples=values, log_prior=log_prior is not None))
     block_rows = min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())
 
     def constrain(u: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -101,9 +112,13 @@ def full_gradients(
     out = {n: np.empty(values[n].shape, dtype.as_numpy_dtype) for n in names}
     for start in range(0, m, SAMPLE_BLOCK):
         block = {n: tf.constant(values[n][start : start + SAMPLE_BLOCK], dtype) for n in names}
-        total = prior_grads(block) if has_prior else {n: tf.zeros_like(v) for n, v in block.items()}
+        total = {n: tf.zeros_like(v) for n, v in block.items()}
         for _, batch in rows.blocks(block_rows):  # streamed: memory bounded whatever N
             total = {n: total[n] + g for n, g in lik_grads(block, batch).items()}
+        if collective is not None:  # every worker's rows
+            total = dict(zip(names, collective.all_reduce_sum([total[n] for n in names])))
+        if has_prior:
+            total = {n: total[n] + g for n, g in prior_grads(block).items()}
         for n in names:
             out[n][start : start + SAMPLE_BLOCK] = total[n].numpy()
     if s.n_chains > 1:

@@ -120,15 +120,9 @@ def _constrained(method: Method, constraints: Any, start: dict[str, np.ndarray],
     return Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype)
 
 
-def _control_variate(method: Method, spec: ControlVariate, names: list[str], place: Placement, verbose: bool):
+def _control_variate(spec: ControlVariate, names: list[str], verbose: bool) -> ControlVariateSettings:
     """The mode search's settings; ``opt_stepsize=None`` is chosen from the curvature
     (:func:`sgmcmc.run.mode_search.auto_opt_stepsize`)."""
-    if spec.opt_stepsize is None and place.shard_rows and spec.n_iters_opt:
-        raise ValueError(
-            f"{method.name} with shard_rows=True needs an explicit opt_stepsize: the automatic one is chosen from "
-            f"the curvature of the full data, which is not yet computed across workers (each worker would "
-            f"see its own rows and choose another stepsize)"
-        )
     opt = None if spec.opt_stepsize is None else checks.per_parameter(spec.opt_stepsize, names, "opt_stepsize")
     return ControlVariateSettings(opt, spec.n_iters_opt, verbose)
 
@@ -192,7 +186,7 @@ def build_sampler(
     kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))
     cv = None
     if isinstance(estimator, ControlVariate):
-        cv = _control_variate(method, estimator, names, place, setup.verbose)
+        cv = _control_variate(estimator, names, setup.verbose)
     seed = shared_seed(place, setup.seed) if place.shard_rows else setup.seed
     estimator.check_size(len(starts), n_rows, {k: v.shape for k, v in starts[0].items()}, dtype)
     log_lik, log_prior, make_estimator = model.log_lik, model.log_prior, None

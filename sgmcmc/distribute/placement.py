@@ -16,12 +16,13 @@ Two uses, decided here:
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
-from .collective import Collective
+from .collective import Collective, failed_worker
 
 #: Worker w draws its minibatch indices on stream ``stream + w·SHARD_STREAM_STRIDE`` (its own
 #: rows, independent of the other strata); the noise streams are the same on every worker.
@@ -97,10 +98,9 @@ def _rank(strategy) -> tuple[int, int]:
     return n_chief + int(resolver.task_id or 0), max(1, n_workers)
 
 
-def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str | None) -> Placement:
-    """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains and say who computes
-    what; clear errors before anything is computed. ``shard_refusal``: why the run's dynamics or
-    estimator (named by ``what``) cannot have its rows sharded, or None."""
+def _topology(strategy, shard_rows) -> tuple[int, int, tuple[str, ...], bool]:
+    """This process's (worker, n_workers, replica devices, rows sharded) under ``strategy``,
+    with clear errors for what is not supported."""
     if shard_rows is not None and not isinstance(shard_rows, (bool, np.bool_)):
         raise TypeError(f"shard_rows must be True, False or None, got {shard_rows!r}")
     if strategy is None:
@@ -109,7 +109,7 @@ def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str
                 "shard_rows=True needs strategy=tf.distribute.MultiWorkerMirroredStrategy(): each worker "
                 "passes its own rows. Without a strategy, pass all rows and leave shard_rows unset"
             )
-        return Placement(n_chains, chains=(tuple(range(n_chains)),))
+        return 0, 1, ("",), False
     if not isinstance(strategy, tf.distribute.Strategy):
         raise TypeError(f"strategy must be a tf.distribute.Strategy (or None), got {type(strategy).__name__}")
     devices = tuple(strategy.extended.worker_devices)
@@ -131,12 +131,22 @@ def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str
             f"shard_rows=True splits the rows across the workers of a MultiWorkerMirroredStrategy; with "
             f"{type(strategy).__name__} every replica reads this process's rows: leave shard_rows unset"
         )
+    if sharded and len(devices) != 1:
+        raise ValueError(
+            f"shard_rows=True runs one replica per worker; this worker has {len(devices)} devices "
+            f"({', '.join(devices)}). Start one worker per device (e.g. CUDA_VISIBLE_DEVICES per process)"
+        )
+    return worker, n_workers, devices, sharded
+
+
+def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str | None) -> Placement:
+    """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains and say who computes
+    what; clear errors before anything is computed. ``shard_refusal``: why the run's dynamics or
+    estimator (named by ``what``) cannot have its rows sharded, or None."""
+    worker, n_workers, devices, sharded = _topology(strategy, shard_rows)
+    if strategy is None:
+        return Placement(n_chains, chains=(tuple(range(n_chains)),))
     if sharded:
-        if len(devices) != 1:
-            raise ValueError(
-                f"shard_rows=True runs one replica per worker; this worker has {len(devices)} devices "
-                f"({', '.join(devices)}). Start one worker per device (e.g. CUDA_VISIBLE_DEVICES per process)"
-            )
         if shard_refusal:
             raise ValueError(
                 f"{what} cannot run with shard_rows=True: {shard_refusal}. Use shard_rows=False (every worker "
@@ -153,6 +163,47 @@ def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str
     first = worker * len(devices)
     chains = tuple(tuple(range((first + j) * per, (first + j + 1) * per)) for j in range(len(devices)))
     return Placement(n_chains, worker, n_workers, devices, chains, False)
+
+
+def _digest(value) -> int:
+    """A CRC-32 of ``value``'s content: arrays by their bytes, dicts by their sorted items."""
+    if isinstance(value, dict):
+        return zlib.crc32(repr([(k, _digest(value[k])) for k in sorted(value)]).encode())
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.ascontiguousarray(value)
+        return zlib.crc32(array.tobytes(), zlib.crc32(f"{array.dtype.str}{array.shape}".encode()))
+    return zlib.crc32(repr(value).encode())
+
+
+def row_collective(strategy, shard_rows, what: str, same: dict) -> Collective | None:
+    """For a pass over all rows outside a sampler (``full_gradients``, ``check_stepsize``, named
+    by ``what``): the collective that adds up the workers' terms when the rows are sharded (a
+    ``MultiWorkerMirroredStrategy`` of two or more workers, ``shard_rows`` True or unset), else
+    None (this process holds all rows). The same checks as the samplers'; and every worker must
+    pass the same ``same`` (name -> value: the point, the settings), compared by digest before
+    any work, else a ValueError on every worker naming what differs."""
+    worker, n_workers, _, sharded = _topology(strategy, shard_rows)
+    if not (sharded and n_workers > 1):
+        return None
+    collective = Collective(n_workers, worker)
+    names = sorted(same)
+    mine = np.array([_digest(same[k]) for k in names], np.int64)
+    try:
+        everyone = collective.all_gather(mine)
+    except tf.errors.OpError as error:
+        who = failed_worker(error, worker)
+        raise RuntimeError(
+            f"{what}: worker {who if who is not None else '(one of the others)'} did not answer within "
+            f"{collective.timeout:g} s (SGMCMC_COLLECTIVE_TIMEOUT): every worker must call {what} with its rows"
+        ) from error
+    differ = [k for j, k in enumerate(names) if np.any(everyone[:, j] != mine[j])]
+    if differ:
+        raise ValueError(
+            f"{what} with rows sharded: every worker must pass the same {', '.join(differ)}; "
+            f"worker(s) {', '.join(str(w) for w in range(n_workers) if np.any(everyone[w] != mine))} passed "
+            f"other values than worker {worker}"
+        )
+    return collective
 
 
 def stratified_batch_sizes(batch_size: int, shard_rows: list[int]) -> list[int]:

@@ -219,6 +219,10 @@ def run_auto_mode_search(sampler: Sampler, step: AutoStep, verbose: bool) -> Non
     n_total = settings.n_iters_opt
     plain = sampler.one_chain_estimator
     replace = bool(getattr(plain, "replace", False))
+    # n and N of the whole run: with rows sharded, all workers' (each worker's curvature is
+    # all-reduced too, so every worker picks the same stepsize)
+    shard = sampler.shard
+    batch, rows = (plain.batch_size, plain.n_rows) if shard is None else (shard.batch_size, shard.n_rows)
     stages = [n_total * (i + 1) // AUTO_STAGES - n_total * i // AUTO_STAGES for i in range(AUTO_STAGES)]
     step.curvature = 0.0
     for n in stages:
@@ -227,7 +231,7 @@ def run_auto_mode_search(sampler: Sampler, step: AutoStep, verbose: bool) -> Non
         lam = mode_curvature(sampler)
         if lam > step.curvature:
             step.curvature = lam
-            step.variable.assign(auto_opt_stepsize(plain.batch_size, plain.n_rows, lam, replace))
+            step.variable.assign(auto_opt_stepsize(batch, rows, lam, replace))
         if verbose:
             print(
                 f"{sampler.method}: mode search, largest curvature {lam:.4g}: opt_stepsize {step.value:.4g} "
@@ -291,8 +295,7 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
                 f"{name!r}; try a smaller opt_stepsize. No samples exist yet",
                 iteration=settings.n_iters_opt,
             )
-    if settings.n_iters_opt and sampler.shard is None:  # its Hessian products would see one worker's rows
+    if settings.n_iters_opt:
         report_mode(sampler, check_mode(sampler, {k: g.numpy() for k, g in anchor_grad.items()}), verbose)
     sampler.set_anchor(anchor_grad)
-    if sampler.shard is None:  # the curvature pass is not sharded yet: it would see this worker's rows only
-        warn_if_stepsize_too_large(sampler)  # before sampling: stepsize x curvature at the mode
+    warn_if_stepsize_too_large(sampler)  # before sampling: stepsize x curvature at the mode

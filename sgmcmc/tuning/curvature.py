@@ -55,6 +55,7 @@ from .. import checks
 from ..errors import StepsizeWarning
 from ..api.methods import METHODS
 from ..graph_options import own_function
+from ..distribute.placement import row_collective
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 Arrays = dict[str, np.ndarray]
@@ -83,7 +84,8 @@ class NegativeHessian:
     ----------
     estimator
         A one-chain :class:`~sgmcmc.step.estimators.plain.MinibatchGradient` (its ``log_lik``,
-        ``log_prior`` and dataset tensors are used, not its minibatches).
+        ``log_prior`` and dataset tensors are used, not its minibatches; with rows sharded, its
+        ``reduce`` adds up the workers' likelihood terms, so every worker gets the same product).
     params
         Name -> value (the parameter's shape) where the Hessian is taken.
     """
@@ -109,6 +111,7 @@ class NegativeHessian:
             batch = {k: x[start : start + FULL_GRADIENT_BATCH_ROWS] for k, x in data.items()}
             for k, hv in self._lik(self.params, vt, batch).items():
                 total[k] -= hv.numpy()
+        total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
         if self._prior is not None:
             for k, hv in self._prior(self.params, vt).items():
                 total[k] -= hv.numpy()
@@ -468,6 +471,8 @@ def check_stepsize(
     tol: float = 1e-4,
     seed: int = 0,
     dtype: tf.DType = tf.float32,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
 ) -> StepsizeCheck:
     r"""Is ``stepsize`` small enough for the posterior's curvature at ``params``?
 
@@ -514,6 +519,12 @@ def check_stepsize(
         them (a model with float32 constants, e.g. ``Normal(0.0, 10.0)``, cannot take float64).
         ``tf.float64`` for a float64 model; the power iteration itself accumulates in float64
         either way.
+    strategy, shard_rows
+        As for the samplers (SPEC §12): under a ``MultiWorkerMirroredStrategy`` with rows
+        sharded (``shard_rows`` True or unset), every worker calls this with its own rows and the
+        same other arguments (checked); every Hessian-vector product sums the workers' rows (one
+        all-reduce each), so every worker gets the same result. Otherwise this process's rows
+        are all the rows.
 
     Returns
     -------
@@ -524,7 +535,12 @@ def check_stepsize(
     point = checks.check_params(params, dtype)
     data = checks.check_dataset(dataset, dtype)
     steps = checks.per_parameter(stepsize, list(point), "stepsize")
-    estimator = MinibatchGradient(log_lik, log_prior, data, 1, 1)
+    same = dict(params=point, stepsize=steps, method=name, alpha=alpha, L=L, a=a, distortion=distortion,
+                per_parameter=per_parameter, max_iters=max_iters, tol=tol, seed=seed, dtype=dtype.name,
+                log_prior=log_prior is not None)
+    collective = row_collective(strategy, shard_rows, "check_stepsize", same)
+    reduce = None if collective is None else collective.all_reduce_sum
+    estimator = MinibatchGradient(log_lik, log_prior, data, 1, 1, reduce=reduce)
     hyper = _hyper(name, list(point), alpha, L, a)
     result = _check(
         name, estimator, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,

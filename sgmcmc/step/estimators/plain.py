@@ -189,13 +189,19 @@ class MinibatchGradient:
                 total[name] += g.numpy()
             if progress is not None:
                 progress(len(next(iter(block.values()))))
-        if self.reduce is not None:  # every worker's rows
-            names = list(total)
-            total = dict(zip(names, (t.numpy() for t in self.reduce([tf.constant(total[n]) for n in names]))))
+        total = self.sum_over_workers(total)
         if self.log_prior is not None:
             for name, g in value_and_grad(self.log_prior, params)[1].items():
                 total[name] += g.numpy()
         return {name: tf.constant(total[name], params[name].dtype) for name in total}
+
+    def sum_over_workers(self, totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Eager: ``totals`` (this worker's sums over its rows) summed over the workers when the
+        rows are sharded (one collective), else as they are."""
+        if self.reduce is None:
+            return totals
+        names = list(totals)
+        return dict(zip(names, (t.numpy() for t in self.reduce([tf.constant(totals[n]) for n in names]))))
 
     def _in_place_tensors(self) -> dict[str, tf.Tensor]:
         """Every entry as a tensor sharing its memory (only when :attr:`Rows.shared_in_place`)."""
