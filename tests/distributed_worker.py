@@ -10,7 +10,7 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
     stratum weight or a missing all-reduce moves the posterior): SGLD and SGLD-CV; then
     ``shard_rows=False`` with 4 chains split over the workers, all rows on each; then what is
     refused under sharding; then the full-data passes outside the chain (``full_data_passes``).
-    (``svrg`` is SGLD with ``estimator="svrg"``.)
+    (``svrg`` and ``saga`` are SGLD with ``estimator="svrg"`` / ``"saga"``.)
 ``mirrored`` (no cluster: a plain process)
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
     the one-device run (largest difference), and what is refused.
@@ -44,6 +44,7 @@ SETTINGS = {
     "sgld": (1e-4, 20_000, {}),
     "sgldcv": (5e-4, 5_000, dict(opt_stepsize=1e-4, n_iters_opt=500)),
     "svrg": (5e-4, 5_000, dict(estimator="svrg", svrg_period=50)),
+    "saga": (5e-4, 5_000, dict(estimator="saga")),
     "sghmc": (1e-4, 5_000, dict(alpha=0.1, L=3)),  # L = 3 minibatches (all-reduces) per iteration
 }
 
@@ -70,7 +71,7 @@ def log_prior(params):
 def run(method: str, dataset: dict, seed: int, **kwargs) -> sgmcmc.Samples:
     stepsize, n_iters, extra = SETTINGS[method]
     n_iters = kwargs.pop("n_iters", n_iters)
-    return getattr(sgmcmc, "sgld" if method == "svrg" else method)(
+    return getattr(sgmcmc, "sgld" if method in ("svrg", "saga") else method)(
         log_lik, dataset, {"mu": np.zeros(1)}, stepsize, log_prior=log_prior, minibatch_size=100,
         n_iters=n_iters, seed=seed, dtype=tf.float64, verbose=False, **{**extra, **kwargs},
     )
@@ -155,8 +156,13 @@ def main(scenario: str, out: str) -> None:
         np.savez(path("chains"), mu=chains["mu"])
         full_data_passes(strategy, shard(x, worker), path)
         refused = {}
+        try:
+            sgmcmc.osgld(log_lik, shard(x, worker), {"mu": np.zeros(1)}, log_prior=log_prior, minibatch_size=100,
+                         n_iters=10, seed=1, dtype=tf.float64, strategy=strategy)
+            refused["osgld"] = None
+        except ValueError as error:
+            refused["osgld"] = str(error)
         for name, kwargs in {
-            "saga": dict(estimator="saga"),
             "seeds": dict(seed=100 + worker),
             "odd_chains": dict(shard_rows=False, n_chains=3),
             "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),

@@ -133,8 +133,10 @@ DISTRIBUTE_OPTIONS = """
         w draws n_w ≈ n·N_w/N rows (largest-remainder rounding, each ≥ 1), the gradient
         Σ_w (N_w/n_w)·Σ_{i∈S_w} ∇log p(x_i|θ) + ∇log p(θ) is summed by one all-reduce, and
         every worker holds the same chains (the noise is the same everywhere). The mode search
-        the CV anchor's full-data gradient and SVRG's refreshes run sharded; the CV samplers'
-        stepsize check is skipped (not sharded yet). Not supported (refused): SAGA, OSGLD, SCIR/SGRLD,
+        (its automatic ``opt_stepsize`` too), the CV anchor's full-data gradient, the checks at
+        the mode, SVRG's refreshes and SAGA's tables (each worker the table of its rows) run
+        sharded. Not supported (refused): OSGLD (its gradient covariance needs every row's
+        gradient on one worker), SCIR/SGRLD (the count estimator is not sharded),
         ``checkpoint_dir``. A worker that dies makes the others raise
         :class:`~sgmcmc.SamplingError` with the samples kept so far.
 """

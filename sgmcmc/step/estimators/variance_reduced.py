@@ -19,7 +19,11 @@ they are (``MinibatchGradient.full_data_gradient_in_graph``: no copy of a memmap
 .. math:: g(\theta) = \nabla\log p(\theta) + \sum_{i=1}^N \phi_i
           + \frac{N}{n}\sum_{i\in S}\left(\nabla\log p(x_i|\theta) - \phi_i\right),
 
-then :math:`\phi_i \leftarrow \nabla\log p(x_i|\theta)` for i ∈ S and the sum updated. The table
+then :math:`\phi_i \leftarrow \nabla\log p(x_i|\theta)` for i ∈ S and the sum updated. With
+rows sharded across workers (SPEC §12) each worker keeps the table of its own N_w rows and
+draws its own n_w; the likelihood terms (the plain estimator's all-reduce) and the table terms
+:math:`\sum_{i\le N_w}\phi_i - \frac{N_w}{n_w}\sum_{i\in S_w}\phi_i` (one more all-reduce per
+minibatch) are summed over the workers, so every worker's estimate is the stratified SAGA sum. The table
 starts as the per-row gradients at the chain's starting point (:meth:`SAGAGradient.reset`, in
 :func:`sgmcmc.init_sess`). It lives in ``tf.Variable`` s updated in place (a scatter of n rows
 per evaluation: O(n·dim) per step, not O(N·dim)).
@@ -203,17 +207,18 @@ class SAGAGradient(_WithState):
         def evaluate(params: Params) -> Estimate:
             first_call = not before
             if first_call:
-                before.update(
-                    rows={k: tf.gather(v, flat) for k, v in self.table.items()},
-                    total={k: v.read_value() for k, v in self.table_sum.items()},
-                )
-            rows, total = before["rows"], before["total"]
+                rows = {k: tf.gather(v, flat) for k, v in self.table.items()}
+                table_terms = {
+                    k: v.read_value() - scale * tf.reduce_sum(rows[k], axis=1) for k, v in self.table_sum.items()
+                }
+                if self.plain.reduce is not None:  # rows sharded: every worker's table and minibatch
+                    names = list(table_terms)
+                    table_terms = dict(zip(names, self.plain.reduce([table_terms[k] for k in names])))
+                before.update(rows=rows, table_terms=table_terms)
             at_params = self.plain.value_and_grad(params, batch, scale)
-            grads = {
-                k: g + total[k] - scale * tf.reduce_sum(rows[k], axis=1) for k, g in at_params.grads.items()
-            }
+            grads = {k: g + before["table_terms"][k] for k, g in at_params.grads.items()}
             if update and first_call:
-                self._write(params, batch, indices, flat, rows)
+                self._write(params, batch, indices, flat, before["rows"])
             return Estimate(at_params.log_post, grads)
 
         return evaluate
@@ -262,7 +267,6 @@ class SAGA(EstimatorSpec):
     name: ClassVar[str] = "saga"
     keywords: ClassVar[dict[str, str]] = {"max_memory": "max_memory"}
     xla: ClassVar[bool] = False
-    shard_refusal: ClassVar[str | None] = "SAGA's gradient table and its sum are not yet split across workers"
 
     def __post_init__(self):
         object.__setattr__(self, "max_memory", checks.check_positive(self.max_memory, "max_memory"))
