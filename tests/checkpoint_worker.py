@@ -9,31 +9,30 @@ the files.
 
 Scenarios (results in ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
 
-``first`` (two workers, rows sharded)
-    ``plain``: SGLD, seed 11, 3,000 iterations, no checkpoints; ``checkpointed``: the same with
+``cluster`` (two workers, rows sharded)
+    ``plain``: SGLD, seed 11, 1,500 iterations, no checkpoints; ``checkpointed``: the same with
     ``checkpoint_dir=OUT/sharded``; ``chains``: 4 chains split over the two workers
-    (``shard_rows=False``) with ``checkpoint_dir=OUT/chains``; then ``killed``: seed=None with
-    ``checkpoint_dir=OUT/killed`` — both workers SIGKILL themselves right after the run's second
-    checkpoint (the chief's commit and the workers' agreement on it are done).
-``again`` (two workers, a new cluster)
-    ``resumed``: the killed call again; ``reference``: the uninterrupted run with the seed the
-    resumed run reports; ``finished``: the ``checkpointed`` call again, with any sampling
-    failing the run; ``mismatch``: that call with worker 1's rows changed (each worker records
-    what it raised and how long it took); ``unshared``: that call with worker 1 pointed at
-    another (empty) directory, as a local disk would be.
+    (``shard_rows=False``) with ``checkpoint_dir=OUT/chains``; ``interrupted``: seed=None with
+    ``checkpoint_dir=OUT/interrupted``, both workers failing (an op error) in the run's 5th
+    chunk, after three checkpoints (the manifest then is recorded); ``resumed``: that call again
+    (its iterations counted); ``reference``: the uninterrupted run with the seed the resumed run
+    reports; ``finished``: the ``checkpointed`` call again, with any sampling failing the run;
+    ``mismatch``: that call with worker 1's rows changed (each worker records what it raised and
+    how long it took); ``unshared``: that call with worker 1 pointed at another (empty)
+    directory, as a local disk would be.
 ``mirrored`` (one process, two logical CPU devices)
-    ``uninterrupted``: 4 chains over ``MirroredStrategy``, 2,000 iterations, no checkpoints;
+    ``uninterrupted``: 4 chains over ``MirroredStrategy``, 1,000 iterations, no checkpoints;
     ``interrupted``: the same with ``checkpoint_dir=OUT/mirrored``, replica 1 failing (an op
     error) in its 4th sampling call, after its first checkpoint, while replica 0 finishes; the
-    replicas' manifests then; ``resumed``: the same call again; ``refused``: the directory with
-    another split (n_chains=2) and without a strategy.
+    replicas' manifests then; ``resumed``: the same call again (its iterations counted per replica); ``refused``: the directory with
+    another split (n_chains=2) and without a strategy; ``chains_reference``: one device's
+    n_chains=4 run of the ``chains`` call (for the cluster test).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 
@@ -49,9 +48,10 @@ import sgmcmc  # noqa: E402
 import sgmcmc.api.runs  # noqa: E402
 import sgmcmc.run.sampler  # noqa: E402
 
-SHARDED = dict(seed=11, n_iters=3_000, checkpoint_every=500)
-CHAINS = dict(seed=5, n_iters=1_000, n_chains=4, shard_rows=False, checkpoint_every=300)
-MIRRORED = dict(seed=7, n_iters=2_000, n_chains=4, checkpoint_every=500)
+STARTED = time.time()
+SHARDED = dict(seed=11, n_iters=1_500, checkpoint_every=300)
+CHAINS = dict(seed=5, n_iters=600, n_chains=4, shard_rows=False, checkpoint_every=200)
+MIRRORED = dict(seed=7, n_iters=1_000, n_chains=4, checkpoint_every=250)
 
 
 def sgld(dataset, **kwargs):
@@ -59,6 +59,7 @@ def sgld(dataset, **kwargs):
 
 
 def save(path: str, samples: sgmcmc.Samples) -> None:
+    print(f"{os.path.basename(path)} saved at {time.time() - STARTED:.1f} s", flush=True)
     np.savez(path, mu=samples["mu"], log_posterior=samples.log_posterior, seed=samples.seed)
 
 
@@ -69,6 +70,27 @@ def refusal(call) -> dict:
         return {"error": None}
     except Exception as error:  # noqa: BLE001 - recorded for the test
         return {"error": type(error).__name__, "message": str(error), "seconds": time.time() - start}
+
+
+def count_iterations() -> dict:
+    """From here on: iterations run, by the first chain of the sampler that ran them."""
+    counts: dict = {}
+    groups, advance = sgmcmc.run.sampler.Sampler.sample_groups, sgmcmc.run.sampler.Sampler.advance
+
+    def counted(self, n: int) -> None:
+        counts[self.chain_ids[0]] = counts.get(self.chain_ids[0], 0) + n
+
+    def sample_groups(self, n_groups, group_len, *args, **kwargs):
+        counted(self, n_groups * group_len)
+        return groups(self, n_groups, group_len, *args, **kwargs)
+
+    def advance_(self, n, *args, **kwargs):
+        counted(self, n)
+        return advance(self, n, *args, **kwargs)
+
+    sgmcmc.run.sampler.Sampler.sample_groups = sample_groups
+    sgmcmc.run.sampler.Sampler.advance = advance_
+    return counts
 
 
 def forbid_sampling() -> None:
@@ -92,39 +114,41 @@ def cluster(scenario: str, out: str) -> None:
     rows = model.shard(x, worker)
     path = lambda name: os.path.join(out, f"{name}.w{worker}")  # noqa: E731
     sharded = lambda **kw: sgld(rows, strategy=strategy, **{**SHARDED, **kw})  # noqa: E731
-    if scenario == "first":
-        save(path("plain"), sharded(checkpoint_every=10_000))
-        save(path("checkpointed"), sharded(checkpoint_dir=os.path.join(out, "sharded")))
-        save(path("chains"), sgld({"x": x}, strategy=strategy, checkpoint_dir=os.path.join(out, "chains"), **CHAINS))
-        commit = sgmcmc.api.runs.commit_on_chief
-
-        def commit_then_die(*args, **kwargs):
-            commit(*args, **kwargs)
-            commit_then_die.calls += 1
-            if commit_then_die.calls == 2:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        commit_then_die.calls = 0
-        sgmcmc.api.runs.commit_on_chief = commit_then_die
-        sharded(seed=None, checkpoint_dir=os.path.join(out, "killed"))
-        raise SystemExit("the killed run finished")
-    elif scenario == "again":
-        resumed = sharded(seed=None, checkpoint_dir=os.path.join(out, "killed"))
-        save(path("resumed"), resumed)
-        save(path("reference"), sharded(seed=resumed.seed, checkpoint_every=10_000))
-        outcomes = {}
-        forbid_sampling()
-        save(path("finished"), sharded(checkpoint_dir=os.path.join(out, "sharded")))
-        changed = {"x": rows["x"] + (1.0 if worker == 1 else 0.0)}
-        outcomes["mismatch"] = refusal(
-            lambda: sgld(changed, strategy=strategy, checkpoint_dir=os.path.join(out, "sharded"), **SHARDED)
-        )
-        elsewhere = os.path.join(out, "sharded" if worker == 0 else "local-disk-of-worker-1")
-        outcomes["unshared"] = refusal(lambda: sharded(checkpoint_dir=elsewhere))
-        with open(path("again") + ".json", "w") as f:
-            json.dump(outcomes, f)
-    else:
+    if scenario != "cluster":
         raise SystemExit(f"unknown scenario {scenario!r}")
+    save(path("plain"), sharded(checkpoint_every=10_000))
+    save(path("checkpointed"), sharded(checkpoint_dir=os.path.join(out, "sharded")))
+    save(path("chains"), sgld({"x": x}, strategy=strategy, checkpoint_dir=os.path.join(out, "chains"), **CHAINS))
+    # Both workers fail (an op error) in the same chunk, the run's 5th (chunks of 100, 300, 300, …;
+    # a checkpoint every 300 iterations: after three checkpoints).
+    original, calls = sgmcmc.run.sampler.Sampler.sample_groups, []
+
+    def failing(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise tf.errors.InternalError(None, None, "simulated failure")
+        return original(self, *args, **kwargs)
+
+    sgmcmc.run.sampler.Sampler.sample_groups = failing
+    outcomes = {"interrupted": refusal(lambda: sharded(seed=None, checkpoint_dir=os.path.join(out, "interrupted")))}
+    sgmcmc.run.sampler.Sampler.sample_groups = original
+    with open(os.path.join(out, "interrupted", "manifest.json")) as f:
+        outcomes["manifest"] = {k: v for k, v in json.load(f).items() if k != "fingerprint"}
+    counts = count_iterations()
+    resumed = sharded(seed=None, checkpoint_dir=os.path.join(out, "interrupted"))
+    outcomes["resumed_iterations"] = counts.get(0, 0)
+    save(path("resumed"), resumed)
+    save(path("reference"), sharded(seed=resumed.seed, checkpoint_every=10_000))
+    forbid_sampling()
+    save(path("finished"), sharded(checkpoint_dir=os.path.join(out, "sharded")))
+    changed = {"x": rows["x"] + (1.0 if worker == 1 else 0.0)}
+    outcomes["mismatch"] = refusal(
+        lambda: sgld(changed, strategy=strategy, checkpoint_dir=os.path.join(out, "sharded"), **SHARDED)
+    )
+    elsewhere = os.path.join(out, "sharded" if worker == 0 else "local-disk-of-worker-1")
+    outcomes["unshared"] = refusal(lambda: sharded(checkpoint_dir=elsewhere))
+    with open(path("cluster") + ".json", "w") as f:
+        json.dump(outcomes, f)
 
 
 def mirrored(out: str) -> None:
@@ -152,11 +176,14 @@ def mirrored(out: str) -> None:
         with open(os.path.join(directory, f"replica-{r}", "manifest.json")) as f:
             manifest = json.load(f)
         result["manifests"][r] = {k: manifest[k] for k in ("iteration", "finished", "checkpoints")}
+    counts = count_iterations()
     save(os.path.join(out, "resumed"), sgld(x, strategy=strategy, checkpoint_dir=directory, **MIRRORED))
+    result["resumed_iterations"] = {r: counts.get(2 * r, 0) for r in (0, 1)}
     result["refused"] = {
         "split": refusal(lambda: sgld(x, strategy=strategy, checkpoint_dir=directory, **{**MIRRORED, "n_chains": 2})),
         "no_strategy": refusal(lambda: sgld(x, checkpoint_dir=directory, **MIRRORED)),
     }
+    save(os.path.join(out, "chains_reference"), sgld(x, **{**CHAINS, "shard_rows": None}))
     with open(os.path.join(out, "mirrored.json"), "w") as f:
         json.dump(result, f)
 
