@@ -132,7 +132,6 @@ def main(scenario: str, out: str) -> None:
             "seeds": dict(seed=100 + worker),
             "auto_opt_stepsize": dict(method="sgldcv", opt_stepsize=None),
             "odd_chains": dict(shard_rows=False, n_chains=3),
-            "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():
             try:
                 method = kwargs.pop("method", "sgld")

@@ -248,7 +248,6 @@ def test_what_sharding_cannot_do_is_refused(cluster):
     assert "every worker must pass the same seed" in refused["seeds"] and "[100, 101]" in refused["seeds"]
     assert "needs an explicit opt_stepsize" in refused["auto_opt_stepsize"]
     assert "n_chains=3 chains cannot be split evenly over the strategy's 2 replicas" in refused["odd_chains"]
-    assert "checkpoint_dir with a multi-replica strategy is not supported yet" in refused["checkpoint"]
 
 
 @pytest.mark.multiworker

@@ -9,8 +9,21 @@ samplers, restored from the chief's checkpoint), as a restarted job would; the S
 single process is tests/test_checkpoints.py's. The
 model is tests/distributed_worker.py's (x_i ~ N(1, 1), N = 1000, sorted rows split 603 / 397).
 
-Broken variants run (patched copies of the package; the tests each failed):
-see the commit message that added this file.
+Broken variants run (patched copies of the package), each failing the tests named:
+* the chief's fingerprint stands for the run's (the others' digests not combined):
+  ``test_changed_rows_on_one_worker_are_refused_by_both`` (both workers returned the stored
+  samples of other rows);
+* worker 1 writes in the chief's place: ``test_sharded_checkpointed_run_equals_…`` and
+  ``test_both_workers_interrupted_…`` (files of mode 700/600); every worker writing: worker 1
+  died in a concurrent state write (MergeV2Checkpoints: the other's temporary file gone), every
+  cluster test failed;
+* no agreement on the directory: ``test_a_directory_the_workers_see_differently_…`` (worker 0
+  returned the stored result while worker 1, seeing no manifest, started afresh);
+* a seed=None run resuming without the manifest's seed: ``test_both_workers_interrupted_…``
+  (another seed, other samples);
+* resuming by rerunning from the start (no restore): the two ``interrupted`` tests (the
+  iteration counts; the samples are the same, the chains being deterministic);
+* every replica in one directory: the mirrored scenario fails (no replica-1 directory).
 """
 
 from __future__ import annotations

@@ -103,7 +103,10 @@ CHAIN_OPTIONS = """
         ``checkpoint_every`` iterations (atomically, appended as shards); the same call again
         resumes from the last checkpoint, giving the result of an uninterrupted run, and a
         finished run's directory returns its result at once. A directory written with other
-        arguments is refused.
+        arguments is refused. With a ``strategy`` (:mod:`sgmcmc.distribute.checkpoints`): rows
+        sharded, the chief (worker 0) writes one checkpoint and every worker resumes from it;
+        chains split, each replica checkpoints its own chains in ``replica-<r>/``. Across
+        machines it must be a directory every worker sees (a shared filesystem; checked).
     checkpoint_every : int, keyword-only
         Iterations between checkpoints.
 
@@ -134,8 +137,8 @@ DISTRIBUTE_OPTIONS = """
         Σ_w (N_w/n_w)·Σ_{i∈S_w} ∇log p(x_i|θ) + ∇log p(θ) is summed by one all-reduce, and
         every worker holds the same chains (the noise is the same everywhere). The mode search
         the CV anchor's full-data gradient and SVRG's refreshes run sharded; the CV samplers'
-        stepsize check is skipped (not sharded yet). Not supported (refused): SAGA, OSGLD, SCIR/SGRLD,
-        ``checkpoint_dir``. A worker that dies makes the others raise
+        stepsize check is skipped (not sharded yet). Not supported (refused): SAGA, OSGLD,
+        SCIR/SGRLD. A worker that dies makes the others raise
         :class:`~sgmcmc.SamplingError` with the samples kept so far.
 """
 

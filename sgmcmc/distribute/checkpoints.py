@@ -47,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..run.checkpoints import MANIFEST, CheckpointDirectory, combine_fingerprints, write_json_atomically
-from .collective import Collective, failed_worker
+from .collective import Collective, unreached_worker
 from .placement import Placement
 
 #: The split of a run whose chains are split over replicas (its top-level file).
@@ -65,11 +65,8 @@ def _gather(collective: Collective, array: np.ndarray, what: str) -> np.ndarray:
         return collective.all_gather(array)
     except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError, tf.errors.CancelledError,
             tf.errors.AbortedError, tf.errors.InternalError) as error:
-        who = failed_worker(error, collective.worker)
-        if who is None and collective.n_workers == 2:
-            who = 1 - collective.worker
         raise RuntimeError(
-            f"worker {who if who is not None else '(one of the others)'} did not reach {what} (it failed "
+            f"worker {unreached_worker(error, collective)} did not reach {what} (it failed "
             f"before, or stopped; see its output); this one waited {collective.timeout:g} s at most "
             f"(SGMCMC_COLLECTIVE_TIMEOUT)"
         ) from error
@@ -83,6 +80,12 @@ def gather_bytes(collective: Collective, data: bytes, what: str) -> list[bytes]:
     padded[: len(data)] = np.frombuffer(data, np.uint8)
     rows = _gather(collective, padded, what).astype(np.uint8)
     return [rows[w, : lengths[w]].tobytes() for w in range(collective.n_workers)]
+
+
+def differing(collective: Collective, digest: bytes, what: str) -> list[int]:
+    """The workers whose ``digest`` differs from the chief's (the same list on every worker)."""
+    digests = gather_bytes(collective, digest, what)
+    return [w for w, d in enumerate(digests) if d != digests[0]]
 
 
 def agree_or_raise(collective: Collective, error: BaseException | None, what: str) -> None:
@@ -108,8 +111,7 @@ def agree_on_directory(collective: Collective, directory: str) -> None:
     """Refuse, on every worker alike, a ``directory`` whose top-level files (``manifest.json``,
     ``replicas.json``) some worker sees otherwise than the chief."""
     seen = hashlib.sha256(_read(os.path.join(directory, MANIFEST)) + b"\0" + _read(os.path.join(directory, RECORD)))
-    digests = gather_bytes(collective, seen.digest(), f"the check of checkpoint_dir={directory!r}")
-    differ = [w for w, d in enumerate(digests) if d != digests[0]]
+    differ = differing(collective, seen.digest(), f"the check of checkpoint_dir={directory!r}")
     if differ:
         raise ValueError(
             f"checkpoint_dir={directory!r}: worker(s) {', '.join(map(str, differ))} read other files there than "
@@ -139,8 +141,7 @@ def commit_on_chief(collective: Collective, sampler, commit: Callable[[], None],
     iteration: the workers' state digests are compared (they must hold one state, since every
     worker will resume from the chief's), the chief runs ``commit()``, and every worker learns
     whether it succeeded — a failure raises on every worker (the chief: its own error)."""
-    digests = gather_bytes(collective, state_digest(sampler), "a checkpoint")
-    differ = [w for w, d in enumerate(digests) if d != digests[0]]
+    differ = differing(collective, state_digest(sampler), "a checkpoint")
     if differ:
         raise RuntimeError(
             f"at iteration {sampler.iteration} the state of worker(s) {', '.join(map(str, differ))} differs from the "
