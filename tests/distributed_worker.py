@@ -165,7 +165,7 @@ def main(scenario: str, out: str) -> None:
         for name, kwargs in {
             "seeds": dict(seed=100 + worker),
             "odd_chains": dict(shard_rows=False, n_chains=3),
-            "checkpoint": dict(checkpoint_dir=os.path.join(out, "ckpt")),
+            "saga_checkpoint": dict(estimator="saga", checkpoint_dir=os.path.join(out, "ckpt")),
         }.items():
             try:
                 method = kwargs.pop("method", "sgld")

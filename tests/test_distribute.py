@@ -251,7 +251,7 @@ def test_what_sharding_cannot_do_is_refused(cluster):
     assert "osgld cannot run with shard_rows=True" in refused["osgld"]
     assert "every worker must pass the same seed" in refused["seeds"] and "[100, 101]" in refused["seeds"]
     assert "n_chains=3 chains cannot be split evenly over the strategy's 2 replicas" in refused["odd_chains"]
-    assert "checkpoint_dir with a multi-replica strategy is not supported yet" in refused["checkpoint"]
+    assert "checkpoint_dir with shard_rows=True cannot hold estimator='saga'" in refused["saga_checkpoint"]
 
 
 @pytest.mark.multiworker

@@ -103,7 +103,10 @@ CHAIN_OPTIONS = """
         ``checkpoint_every`` iterations (atomically, appended as shards); the same call again
         resumes from the last checkpoint, giving the result of an uninterrupted run, and a
         finished run's directory returns its result at once. A directory written with other
-        arguments is refused.
+        arguments is refused. With a ``strategy`` (:mod:`sgmcmc.distribute.checkpoints`): rows
+        sharded, the chief (worker 0) writes one checkpoint and every worker resumes from it;
+        chains split, each replica checkpoints its own chains in ``replica-<r>/``. Across
+        machines it must be a directory every worker sees (a shared filesystem; checked).
     checkpoint_every : int, keyword-only
         Iterations between checkpoints.
 
@@ -136,7 +139,7 @@ DISTRIBUTE_OPTIONS = """
         (its automatic ``opt_stepsize`` too), the CV anchor's full-data gradient, the checks at
         the mode, SVRG's refreshes and SAGA's tables (each worker the table of its rows) run
         sharded. Not supported (refused): OSGLD (its gradient covariance needs every row's
-        gradient on one worker), SCIR/SGRLD (the count estimator is not sharded),
+        gradient on one worker), SCIR/SGRLD (the count estimator is not sharded), SAGA with
         ``checkpoint_dir``. A worker that dies makes the others raise
         :class:`~sgmcmc.SamplingError` with the samples kept so far.
 """

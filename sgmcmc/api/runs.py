@@ -5,6 +5,7 @@ or until OSGLD's burn-in criterion holds."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,12 @@ import numpy as np
 from .. import checks
 from ..run.chain import run_chain, run_until_ready
 from ..run.checkpoints import CheckpointDirectory, fingerprint
-from ..distribute.replicas import run_on_replicas
+from ..distribute.checkpoints import (
+    ReplicaCheckpoints, agree_on_directory, agree_or_raise, combined_fingerprint, commit_on_chief, refuse_replica_layout,
+)
+from ..distribute.collective import Collective
+from ..distribute.placement import Placement
+from ..distribute.replicas import build_on_replicas, run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
 from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
@@ -91,11 +97,16 @@ def run_whole_chain(
             f"give burn_in < n_iters"
         )
     place = placement_of(method, setup, estimator)
-    if place.distributed and chain.checkpoint_dir is not None:
-        raise ValueError(
-            "checkpoint_dir with a multi-replica strategy is not supported yet: run without checkpoint_dir, "
-            "or checkpoint each worker's run without a strategy"
-        )
+    if chain.checkpoint_dir is not None:
+        if place.shard_rows and estimator.state_per_worker:
+            raise ValueError(
+                f"checkpoint_dir with shard_rows=True cannot hold estimator={estimator.name!r}: its state differs "
+                f"between the workers (each holds its own rows' part) and the chief writes the one checkpoint. "
+                f"Run without checkpoint_dir, or with estimator='svrg'"
+            )
+        if place.splits_chains:
+            return _run_split_with_checkpoints(method, arguments, model, setup, estimator, chain, place)
+        return _run_with_checkpoints(method, arguments, model, setup, estimator, chain, place)
 
     def run(sampler: Sampler, verbose: bool) -> Samples:
         return sample_chain(
@@ -104,59 +115,118 @@ def run_whole_chain(
 
     if place.splits_chains:
         setup = dataclasses.replace(setup, seed=shared_seed(place, setup.seed))
-        return run_on_replicas(
-            place, lambda j: build_sampler(method, arguments, model, setup, estimator, replica=j, place=place), run,
-            chain.verbose,
+        samplers = build_on_replicas(
+            place, lambda j: build_sampler(method, arguments, model, setup, estimator, replica=j, place=place)
         )
-    if chain.checkpoint_dir is None:
-        return run(build_sampler(method, arguments, model, setup, estimator, place=place), chain.verbose)
-    return _run_with_checkpoints(method, arguments, model, setup, estimator, chain)
+        return run_on_replicas(place, samplers, lambda j, sampler, verbose: run(sampler, verbose), chain.verbose)
+    return run(build_sampler(method, arguments, model, setup, estimator, place=place), chain.verbose)
+
+
+class _CheckpointedRun:
+    """One sampler's run with checkpoints in one :class:`CheckpointDirectory`: the fingerprint
+    check (before any compute), then the run, resumed from the directory's last checkpoint (a
+    finished run's directory: its result at once). ``combine`` turns this process's fingerprint
+    into the run's (rows sharded: every worker's), ``commit`` wraps each write (rows sharded: the
+    chief writes, every worker agrees); see :mod:`sgmcmc.distribute.checkpoints`."""
+
+    def __init__(self, store: CheckpointDirectory, sampler: Sampler, method: Method, model: Model, chain: Chain,
+                 given_seed: int | None, combine=None, commit=None):
+        self.store, self.sampler, self.chain, self.commit = store, sampler, chain, commit
+        options = dict(
+            n_iters=chain.n_iters, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients,
+            seed=given_seed,
+        )
+        if sampler.chain_ids != list(range(sampler.n_chains)):  # a replica's share of the chains
+            options["chains"] = sampler.chain_ids
+        self.print_ = fingerprint(
+            method.name, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options,
+            data=model.dataset, functions={"log_lik": model.log_lik, "log_prior": model.log_prior}, starts=model.params,
+        )
+        if combine is not None:
+            self.print_ = combine(self.print_)
+        store.check(self.print_)
+        checks.check_storage(
+            chain.keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
+        )
+
+    def run(self, verbose: bool) -> Samples:
+        store, sampler, chain = self.store, self.sampler, self.chain
+        preloaded = None
+        if store.manifest is not None:
+            sampler.restore(store.state_prefix)
+            preloaded = store.load_arrays()
+        else:
+            init_sess(sampler, verbose)
+        finished = store.manifest is not None and store.manifest["finished"]
+
+        def checkpoint(storage, done: bool) -> None:
+            n_draws, n_estimates = storage.counts()
+            if done:
+                n_estimates = n_draws
+            shard = storage.new_shard(n_draws, n_estimates)
+            write = lambda: store.commit(sampler, self.print_, shard, n_draws, n_estimates, done)  # noqa: E731
+            if self.commit is None:
+                write()
+            else:
+                self.commit(write)
+
+        return run_chain(
+            sampler, chain.n_iters, chain.keep, store_gradients=chain.store_gradients, verbose=verbose,
+            settings=sampler.settings, run_start=0, preloaded=preloaded, checkpoint=None if finished else checkpoint,
+            checkpoint_every=chain.checkpoint_every,
+        )
 
 
 def _run_with_checkpoints(
-    method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain
+    method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain,
+    place: Placement,
 ) -> Samples:
-    """A whole-chain run that saves its state and kept samples every ``checkpoint_every``
-    iterations to ``checkpoint_dir`` and, called again with the same arguments, resumes from the
-    last checkpoint (a finished run's directory returns its result at once). See
-    :mod:`sgmcmc.run.checkpoints`."""
-    store = CheckpointDirectory(chain.checkpoint_dir)
+    """A whole-chain run (one process, or rows sharded across workers) that saves its state and
+    kept samples every ``checkpoint_every`` iterations to ``checkpoint_dir`` and, called again
+    with the same arguments, resumes from the last checkpoint (a finished run's directory
+    returns its result at once). See :mod:`sgmcmc.run.checkpoints`; with rows sharded the chief
+    alone writes and every worker resumes from its checkpoint, :mod:`sgmcmc.distribute.checkpoints`."""
+    collective = Collective(place.n_workers, place.worker) if place.n_workers > 1 else None
+    if collective is not None:  # first: what follows (the seed exchange among it) depends on the files
+        agree_on_directory(collective, os.fspath(chain.checkpoint_dir))
+    refuse_replica_layout(os.fspath(chain.checkpoint_dir))
+    store = CheckpointDirectory(chain.checkpoint_dir, writer=place.worker == 0)
     given_seed = setup.seed
     if given_seed is None and store.manifest is not None:  # a seed=None run resumes with the seed it drew
         setup = dataclasses.replace(setup, seed=store.manifest["seed"])
-    sampler = build_sampler(method, arguments, model, setup, estimator)
-    keep = chain.keep
-    options = dict(
-        n_iters=chain.n_iters, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients,
-        seed=given_seed,
-    )
-    print_ = fingerprint(
-        method.name, sampler.settings, sampler.shapes, sampler.n_rows, sampler.n_chains, options, data=model.dataset,
-        functions={"log_lik": model.log_lik, "log_prior": model.log_prior}, starts=model.params,
-    )
-    store.check(print_)
-    checks.check_storage(
-        keep.count_until(chain.n_iters), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
-    )
-    preloaded = None
-    if store.manifest is not None:
-        sampler.restore(store.state_prefix)
-        preloaded = store.load_arrays()
-    else:
-        init_sess(sampler, chain.verbose)
-    finished = store.manifest is not None and store.manifest["finished"]
+    sampler = build_sampler(method, arguments, model, setup, estimator, place=place)
+    combine = commit = None
+    if collective is not None:
+        combine = lambda own: combined_fingerprint(collective, own)  # noqa: E731
+        commit = lambda write: commit_on_chief(collective, sampler, write, store.directory)  # noqa: E731
+    return _CheckpointedRun(store, sampler, method, model, chain, given_seed, combine, commit).run(chain.verbose)
 
-    def checkpoint(storage, done: bool) -> None:
-        n_draws, n_estimates = storage.counts()
-        if done:
-            n_estimates = n_draws
-        store.commit(sampler, print_, storage.new_shard(n_draws, n_estimates), n_draws, n_estimates, done)
 
-    return run_chain(
-        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=chain.verbose,
-        settings=sampler.settings, run_start=0, preloaded=preloaded, checkpoint=None if finished else checkpoint,
-        checkpoint_every=chain.checkpoint_every,
+def _run_split_with_checkpoints(
+    method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain,
+    place: Placement,
+) -> Samples:
+    """A whole-chain run whose chains are split over replicas, each replica checkpointing and
+    resuming its own chains in ``checkpoint_dir/replica-<r>/`` (:mod:`sgmcmc.distribute.checkpoints`)."""
+    collective = Collective(place.n_workers, place.worker) if place.n_workers > 1 else None
+    layout = ReplicaCheckpoints(chain.checkpoint_dir, place, collective)
+    given_seed = setup.seed
+    seed = shared_seed(place, given_seed if given_seed is not None else layout.seed)
+    layout.start(seed)
+    setup = dataclasses.replace(setup, seed=seed)
+    samplers = build_on_replicas(
+        place, lambda j: build_sampler(method, arguments, model, setup, estimator, replica=j, place=place)
     )
+    runs, error = [], None
+    try:
+        runs = [_CheckpointedRun(layout.replica(j), s, method, model, chain, given_seed) for j, s in enumerate(samplers)]
+    except ValueError as refusal:  # another worker must not wait for this one's samples
+        error = refusal
+    if collective is not None:
+        agree_or_raise(collective, error, f"checkpoint_dir={layout.directory!r}")
+    elif error is not None:
+        raise error
+    return run_on_replicas(place, samplers, lambda j, sampler, verbose: runs[j].run(verbose), chain.verbose)
 
 
 def run_until_burned_in(

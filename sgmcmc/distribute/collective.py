@@ -121,3 +121,12 @@ def failed_worker(error: BaseException | None, this_worker: int) -> int | None:
             if int(match.group(1)) != this_worker:
                 return int(match.group(1))
     return None
+
+
+def unreached_worker(error: BaseException, collective: Collective) -> str:
+    """Who a failed exchange waited for, in words: the peer the error names (:func:`failed_worker`),
+    the other worker of two, else "(one of the others)"."""
+    who = failed_worker(error, collective.worker)
+    if who is None and collective.n_workers == 2:
+        who = 1 - collective.worker
+    return "(one of the others)" if who is None else str(who)

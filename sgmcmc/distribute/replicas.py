@@ -84,19 +84,24 @@ def _gather(part: Part, collective: Collective) -> Part:
     return _map(part, gather)
 
 
-def run_on_replicas(place: Placement, build: Callable[[int], object], run: Callable[[object, bool], Samples], verbose: bool) -> Samples:
-    """Build one sampler per local replica (``build(j)`` under device j) and run it
-    (``run(sampler, verbose)``, the whole-chain run); return all K chains' samples."""
+def build_on_replicas(place: Placement, build: Callable[[int], object]) -> list:
+    """One sampler per local replica: ``build(j)`` under device j."""
     samplers = []
     for j, device in enumerate(place.devices):
         with tf.device(device):
             samplers.append(build(j))
+    return samplers
+
+
+def run_on_replicas(place: Placement, samplers: list, run: Callable[[int, object, bool], Samples], verbose: bool) -> Samples:
+    """Run local replica j's sampler (``run(j, sampler, verbose)``, the whole-chain run) under
+    device j, all concurrently; return all K chains' samples."""
     outcomes: list = [None] * len(samplers)
 
     def work(j: int) -> None:
         with tf.device(place.devices[j]):
             try:
-                outcomes[j] = run(samplers[j], verbose and j == 0 and place.worker == 0)
+                outcomes[j] = run(j, samplers[j], verbose and j == 0 and place.worker == 0)
             except _FAILURES as error:
                 outcomes[j] = error
             except Exception as error:  # noqa: BLE001 - re-raised below, after every replica stopped

@@ -324,8 +324,25 @@ _PARTS = {
 }
 
 
+def combine_fingerprints(prints: list[str]) -> str:
+    """One fingerprint for a run whose rows are sharded across workers, from every worker's own
+    :func:`fingerprint` in worker order: the hash of their hashes, and their descriptions as a
+    list (so that a refusal names the worker whose arguments changed)."""
+    hashes = [p.split(":", 1)[0] for p in prints]
+    description = {"workers": [json.loads(p.split(":", 1)[1]) for p in prints]}
+    combined = hashlib.sha256(":".join(hashes).encode()).hexdigest()[:16]
+    return combined + ":" + json.dumps(description, sort_keys=True)
+
+
 def _differences(saved: dict, now: dict) -> list[str]:
-    """What changed between two fingerprint descriptions, in words."""
+    """What changed between two fingerprint descriptions, in words (a run sharded across
+    workers: each worker's changes, named by worker)."""
+    if "workers" in saved or "workers" in now:
+        old, new = saved.get("workers"), now.get("workers")
+        if old is None or new is None or len(old) != len(new):
+            count = lambda w: "1 process (no rows sharding)" if w is None else f"{len(w)} workers"  # noqa: E731
+            return [f"the rows were sharded over {count(old)}; this call: {count(new)}"]
+        return [f"worker {w}: {change}" for w, (a, b) in enumerate(zip(old, new)) for change in _differences(a, b)]
     out = []
     for key in sorted(set(saved) | set(now)):
         old, new = saved.get(key), now.get(key)
@@ -366,17 +383,36 @@ def _replace_atomically(path: str, write) -> None:
     os.replace(tmp, path)
 
 
-class CheckpointDirectory:
-    """Reads and writes one run's checkpoint directory."""
+def write_json_atomically(path: str, value: Any) -> None:
+    """``value`` as JSON at ``path``, synced, under a temporary name renamed into place."""
 
-    def __init__(self, directory: str):
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(value, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _replace_atomically(path, write)
+
+
+class CheckpointDirectory:
+    """Reads and writes one run's checkpoint directory. ``writer=False`` (the workers other than
+    the chief of a run whose rows are sharded, :mod:`sgmcmc.distribute.checkpoints`): read only —
+    the directory is not even created, and :meth:`commit` is refused."""
+
+    def __init__(self, directory: str, writer: bool = True):
         self.directory = os.fspath(directory)
-        os.makedirs(self.directory, exist_ok=True)
+        self.writer = writer
+        if writer:
+            os.makedirs(self.directory, exist_ok=True)
         self.manifest: dict | None = None
+        #: The manifest file's bytes as read (b"" when there is none): what the workers compare.
+        self.manifest_bytes = b""
         path = os.path.join(self.directory, MANIFEST)
         if os.path.exists(path):
-            with open(path) as f:
-                self.manifest = json.load(f)
+            with open(path, "rb") as f:
+                self.manifest_bytes = f.read()
+            self.manifest = json.loads(self.manifest_bytes)
 
     def check(self, expected: str) -> None:
         """Refuse a directory written by a different call."""
@@ -429,6 +465,8 @@ class CheckpointDirectory:
         finished: bool,
     ) -> None:
         """Append ``shard``, save the sampler's state, then rewrite the manifest (the commit)."""
+        if not self.writer:
+            raise RuntimeError(f"{self.directory!r} was opened read-only (a worker other than the chief)")
         previous = self.manifest or {"shards": [], "checkpoints": 0}
         index = previous["checkpoints"]
         shards = list(previous["shards"])
@@ -451,13 +489,7 @@ class CheckpointDirectory:
             "finished": finished,
         }
 
-        def write(path):
-            with open(path, "w") as f:
-                json.dump(manifest, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-
-        _replace_atomically(os.path.join(self.directory, MANIFEST), write)
+        write_json_atomically(os.path.join(self.directory, MANIFEST), manifest)
         self._remove_stale_states(keep=state)
         self.manifest = manifest
 

@@ -34,6 +34,9 @@ class EstimatorSpec:
     reads_all_rows
         Whether the compiled step itself reads every row (SVRG's refresh): from entries
         TensorFlow cannot read in place this is a host callback, so no XLA then.
+    state_per_worker
+        Whether, with rows sharded, its state differs between the workers (SAGA's tables of
+        each worker's rows): the chief's one checkpoint cannot hold it (refused).
     """
 
     name: ClassVar[str] = ""
@@ -41,6 +44,7 @@ class EstimatorSpec:
     xla: ClassVar[bool] = True
     shard_refusal: ClassVar[str | None] = None
     reads_all_rows: ClassVar[bool] = False
+    state_per_worker: ClassVar[bool] = False
 
     def wrap(self) -> Callable | None:
         """``wrap(plain, like)`` making the stateful estimator around the plain one, or None when

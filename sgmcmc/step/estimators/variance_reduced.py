@@ -265,6 +265,7 @@ class SAGA(EstimatorSpec):
 
     max_memory: float = 2 * 2**30  # SPEC §8: 2 GiB
     name: ClassVar[str] = "saga"
+    state_per_worker: ClassVar[bool] = True
     keywords: ClassVar[dict[str, str]] = {"max_memory": "max_memory"}
     xla: ClassVar[bool] = False
 
