@@ -48,12 +48,13 @@ whatever N. ``--reuse-data`` skips generating and converting when an earlier run
 
 Two things the full version does that a small one does not need:
 
-* Random rows want ``madvise(MADV_RANDOM)`` on the memmap (``advise`` below, through numpy's
-  private ``memmap._mmap``). Under the kernel's default a page fault reads around its page, up
-  to the device's readahead window (``read_ahead_kb`` = 8192 on this machine's virtio disk):
-  measured below, 3 GB read and 6 s per iteration instead of 2 MB and 64 ms. Passes over all
-  rows want the default (readahead), so the advice is given for sampling only. (With one
-  page per fault, a sequential pass over 30 GB would be 7 million reads at ~0.1 ms.)
+* Random rows want ``madvise(MADV_RANDOM)`` on the memmap, which sgmcmc gives every memmapped
+  entry (``sgmcmc.data.rows.advise``; streamed blocks are read advised sequential). Under the
+  kernel's default a page fault reads around its page, up to the device's readahead window
+  (``read_ahead_kb`` = 8192 on this machine's virtio disk): measured below by advising the
+  mapping back to ``MADV_NORMAL`` for a few timed iterations, 3 GB read and 6 s per iteration
+  instead of 2 MB and 64 ms. (This run gave the advice itself, through numpy's private
+  ``memmap._mmap``, before sgmcmc did; the library's advice was added after it.)
 * sgmcmc's stepsize check in ``init_sess`` (power iteration on full-data Hessian-vector
   products, up to 80 passes over all rows, ~1 min each at 30 GB: it was still running after 6
   min) is skipped unless ``--stepsize-check``, by replacing a private name (sgmcmc has no option
@@ -119,6 +120,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import sgmcmc  # noqa: E402
+from sgmcmc.data.rows import advise  # noqa: E402
 from sgmcmc.datasets import open_npy, write_npy  # noqa: E402
 
 tfd = tfp.distributions
@@ -256,15 +258,10 @@ def disk_read_rates(path: Path, n_random: int, seq_bytes: int, seed: int = 0) ->
                 seq_mb_per_s=n_seq / 1e6 / seq_s)
 
 
-def advise(array: np.ndarray, advice: str) -> bool:
-    """``madvise`` the whole mapping under a memmap from ``open_npy``: ``"MADV_RANDOM"`` (a page
-    fault reads its page only) or ``"MADV_NORMAL"`` (the kernel's default: a fault reads around
-    the page, up to the device's readahead window). False where it cannot be done."""
-    mapping, flag = getattr(array, "_mmap", None), getattr(mmap, advice, None)
-    if mapping is None or flag is None or not hasattr(mapping, "madvise"):
-        return False
-    mapping.madvise(flag)
-    return True
+def advise_default(array: np.ndarray) -> bool:
+    """Give a memmap the kernel's default advice back (``MADV_NORMAL``: a fault reads around its
+    page), for the comparison timing; sgmcmc advises its memmapped entries ``MADV_RANDOM``."""
+    return advise(array, getattr(mmap, "MADV_NORMAL", None))
 
 
 def cached_fraction(array: np.ndarray) -> float:
@@ -510,10 +507,6 @@ def main(argv: list[str] | None = None) -> dict:
         with stepsize_check(args.quick or args.stepsize_check):
             sgmcmc.init_sess(sampler)  # the full-data gradient: a sequential pass
         results["sgldcv_setup_s"] = time.perf_counter() - t0
-        # Minibatch rows are random: a page fault should read its page, not the readahead window
-        # around it (8 MiB on this machine's disk) -- see the docstring. Passes over all rows
-        # (above) want the readahead, so the advice is given here, and taken back after.
-        advise(dataset["X"], "MADV_RANDOM")
         t0 = time.perf_counter()
         b0, f0 = io_counters()
         chain = sgmcmc.sample_chain(sampler, cfg["n_iters"], verbose=not args.quick)
@@ -537,10 +530,9 @@ def main(argv: list[str] | None = None) -> dict:
         start = {"bias": mode[0], "beta": mode[1:]}
         results["cache_could_hold"] = min(1.0, mem_available() / dataset["X"].nbytes)  # of X, at most
         timing = {}
-        advise(dataset["X"], "MADV_RANDOM")
         cached = cached_fraction(dataset["X"])
         timing["memmap, random advice"] = {**time_iterations(sampler, cfg["timed_iters"]), "x_cached_before": cached}
-        advise(dataset["X"], "MADV_NORMAL")
+        advise_default(dataset["X"])
         cached = cached_fraction(dataset["X"])
         timing["memmap, default advice"] = {**time_iterations(sampler, cfg["timed_iters"], cfg["default_advice_s"]),
                                             "x_cached_before": cached}
