@@ -5,7 +5,8 @@ strategy (:mod:`.placement`):
 
 * **Rows sharded across workers.** Every worker holds all K chains and the same state (the same
   noise, all-reduced gradients; the estimators allowed under sharding keep only all-reduced
-  quantities — SAGA's per-row table is refused). So the run has ONE checkpoint: the chief
+  quantities, except SAGA's tables of each worker's rows: SAGA is refused with ``checkpoint_dir``
+  under sharding, ``EstimatorSpec.state_per_worker``). So the run has ONE checkpoint: the chief
   (worker 0) writes it, exactly the files a single-process run writes; the other workers never
   write there (the directory is not even created by them). On a rerun every worker reads the
   chief's manifest, state and shards and all resume at the same iteration. ``checkpoint_dir``

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .collective import Collective, failed_worker
+from .collective import Collective, unreached_worker
 
 #: Worker w draws its minibatch indices on stream ``stream + w·SHARD_STREAM_STRIDE`` (its own
 #: rows, independent of the other strata); the noise streams are the same on every worker.
@@ -191,9 +191,8 @@ def row_collective(strategy, shard_rows, what: str, same: dict) -> Collective | 
     try:
         everyone = collective.all_gather(mine)
     except tf.errors.OpError as error:
-        who = failed_worker(error, worker)
         raise RuntimeError(
-            f"{what}: worker {who if who is not None else '(one of the others)'} did not answer within "
+            f"{what}: worker {unreached_worker(error, collective)} did not answer within "
             f"{collective.timeout:g} s (SGMCMC_COLLECTIVE_TIMEOUT): every worker must call {what} with its rows"
         ) from error
     differ = [k for j, k in enumerate(names) if np.any(everyone[:, j] != mine[j])]
