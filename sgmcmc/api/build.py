@@ -19,7 +19,7 @@ import tensorflow as tf
 from .. import checks
 from ..constraints import Constrained, check_constraints
 from ..data.rows import Rows
-from ..distribute.collective import Collective, failed_worker
+from ..distribute.collective import Collective, unreached_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
@@ -80,11 +80,8 @@ def _row_shard(place: Placement, data: dict, minibatch_size: Any, seed: int) -> 
     try:
         status = collective.all_gather(np.array([n_local, zlib.crc32(schema.encode()), seed], np.int64))
     except tf.errors.OpError as error:
-        who = failed_worker(error, place.worker)
-        if who is None and place.n_workers == 2:
-            who = 1 - place.worker
         raise RuntimeError(
-            f"worker {who if who is not None else '(one of the others)'} did not finish its set-up (a check failed there, "
+            f"worker {unreached_worker(error, collective)} did not finish its set-up (a check failed there, "
             f"or it stopped; see its output): the workers exchange their row counts once every worker's "
             f"checks have passed, and this one waited {collective.timeout:g} s at most "
             f"(SGMCMC_COLLECTIVE_TIMEOUT)"
