@@ -42,10 +42,10 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 
 def _libc_madvise():
-    try:
+    try:  # any failure (no libc, no madvise: Windows) leaves the advice off
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         fn = libc.madvise
-    except (OSError, AttributeError):
+    except Exception:  # noqa: BLE001
         return None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
