@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..run.checkpoints import MANIFEST, CheckpointDirectory, combine_fingerprints, write_json_atomically
-from .collective import Collective, unreached_worker
+from .collective import Collective, gather_or_raise
 from .placement import Placement
 
 #: The split of a run whose chains are split over replicas (its top-level file).
@@ -59,27 +59,13 @@ SHARED = (
 )
 
 
-def _gather(collective: Collective, array: np.ndarray, what: str) -> np.ndarray:
-    """``collective.all_gather`` whose timeout (a worker that failed before it, or stopped)
-    becomes a RuntimeError naming the worker where the error names one."""
-    try:
-        return collective.all_gather(array)
-    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError, tf.errors.CancelledError,
-            tf.errors.AbortedError, tf.errors.InternalError) as error:
-        raise RuntimeError(
-            f"worker {unreached_worker(error, collective)} did not reach {what} (it failed "
-            f"before, or stopped; see its output); this one waited {collective.timeout:g} s at most "
-            f"(SGMCMC_COLLECTIVE_TIMEOUT)"
-        ) from error
-
-
 def gather_bytes(collective: Collective, data: bytes, what: str) -> list[bytes]:
     """Every worker's ``data`` (any lengths), in worker order: the lengths, then the bytes padded
     to the longest."""
-    lengths = _gather(collective, np.array([len(data)], np.int64), what)[:, 0]
+    lengths = gather_or_raise(collective, np.array([len(data)], np.int64), what)[:, 0]
     padded = np.zeros(int(lengths.max()), np.int32)  # a byte an int32: the collective takes no uint8
     padded[: len(data)] = np.frombuffer(data, np.uint8)
-    rows = _gather(collective, padded, what).astype(np.uint8)
+    rows = gather_or_raise(collective, padded, what).astype(np.uint8)
     return [rows[w, : lengths[w]].tobytes() for w in range(collective.n_workers)]
 
 
@@ -92,7 +78,7 @@ def differing(collective: Collective, digest: bytes, what: str) -> list[int]:
 def agree_or_raise(collective: Collective, error: BaseException | None, what: str) -> None:
     """After a step every worker took on its own (``error``: its failure, or None): raise on
     every worker if any failed — this worker's own error, else a ValueError naming the others."""
-    failed = _gather(collective, np.array([error is not None], np.int64), what)[:, 0]
+    failed = gather_or_raise(collective, np.array([error is not None], np.int64), what)[:, 0]
     if error is not None:
         raise error
     others = [w for w in range(collective.n_workers) if failed[w]]
@@ -156,7 +142,7 @@ def commit_on_chief(collective: Collective, sampler, commit: Callable[[], None],
             commit()
         except Exception as failure:  # noqa: BLE001 - raised below, after the others know
             error = failure
-    failed = _gather(collective, np.array([error is not None], np.int64), "the end of a checkpoint")[0, 0]
+    failed = gather_or_raise(collective, np.array([error is not None], np.int64), "the end of a checkpoint")[0, 0]
     if error is not None:
         raise error
     if failed:

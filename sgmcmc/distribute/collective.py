@@ -130,3 +130,17 @@ def unreached_worker(error: BaseException, collective: Collective) -> str:
     if who is None and collective.n_workers == 2:
         who = 1 - collective.worker
     return "(one of the others)" if who is None else str(who)
+
+
+def gather_or_raise(collective: Collective, array: np.ndarray, what: str) -> np.ndarray:
+    """``collective.all_gather`` whose timeout (a worker that failed before it, or stopped)
+    becomes a RuntimeError naming the worker where the error names one."""
+    try:
+        return collective.all_gather(array)
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError, tf.errors.CancelledError,
+            tf.errors.AbortedError, tf.errors.InternalError) as error:
+        raise RuntimeError(
+            f"worker {unreached_worker(error, collective)} did not reach {what} (it failed "
+            f"before, or stopped; see its output); this one waited {collective.timeout:g} s at most "
+            f"(SGMCMC_COLLECTIVE_TIMEOUT)"
+        ) from error

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .collective import Collective, unreached_worker
+from .collective import Collective, gather_or_raise
 
 #: Worker w draws its minibatch indices on stream ``stream + w·SHARD_STREAM_STRIDE`` (its own
 #: rows, independent of the other strata); the noise streams are the same on every worker.
@@ -188,13 +188,7 @@ def row_collective(strategy, shard_rows, what: str, same: dict) -> Collective | 
     collective = Collective(n_workers, worker)
     names = sorted(same)
     mine = np.array([_digest(same[k]) for k in names], np.int64)
-    try:
-        everyone = collective.all_gather(mine)
-    except tf.errors.OpError as error:
-        raise RuntimeError(
-            f"{what}: worker {unreached_worker(error, collective)} did not answer within "
-            f"{collective.timeout:g} s (SGMCMC_COLLECTIVE_TIMEOUT): every worker must call {what} with its rows"
-        ) from error
+    everyone = gather_or_raise(collective, mine, f"{what} (every worker calls it with its rows)")
     differ = [k for j, k in enumerate(names) if np.any(everyone[:, j] != mine[j])]
     if differ:
         raise ValueError(
