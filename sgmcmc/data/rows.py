@@ -223,13 +223,14 @@ class Rows:
         random access: random advice alone turns the kernel's readahead off, and a streamed pass
         over an evicted 512 MB memmap ran at 24-31 MB/s with it against 600-700 MB/s like this
         (the kernel's default: 310-660 MB/s; /tmp experiment, load ~7)."""
-        mapped = [v[start:stop] for v in self.entries.values() if isinstance(v, np.memmap)]
+        blocks = {k: v[start:stop] for k, v in self.entries.items()}
+        mapped = [b for b in blocks.values() if isinstance(b, np.memmap)]
         for block in mapped:
             advise(block, SEQUENTIAL_ACCESS)
         out = {
-            k: np.array(v[start:stop], self.dtypes[k]) if isinstance(v, np.memmap)  # read while advised
-            else np.asarray(v[start:stop]).astype(self.dtypes[k], copy=False)
-            for k, v in self.entries.items()
+            k: np.array(b, self.dtypes[k]) if isinstance(b, np.memmap)  # read now, while advised
+            else np.asarray(b).astype(self.dtypes[k], copy=False)
+            for k, b in blocks.items()
         }
         for block in mapped:
             advise(block, RANDOM_ACCESS)
