@@ -113,7 +113,12 @@ def test_compilation_mode_defaults(monkeypatch, small_gauss, setup):
         in_place[name][:] = v
     assert mode(minibatch_replace=True)
     assert mode("sghmc", dataclasses.replace(small_gauss, dataset=in_place), minibatch_replace=True, estimator="svrg")
-    assert not mode("sghmc", minibatch_replace=True, estimator="svrg")  # read by a host callback
+    unaligned = {}
+    for name, v in small_gauss.dataset.items():  # one element past an aligned start: never 64-aligned
+        unaligned[name] = aligned_empty((v.size + 1,), v.dtype)[1:].reshape(v.shape)
+        unaligned[name][:] = v
+    assert not mode("sghmc", dataclasses.replace(small_gauss, dataset=unaligned), minibatch_replace=True,
+                    estimator="svrg")  # read by a host callback
     assert mode()  # without replacement too: the subsets are drawn on the host
     assert mode(minibatch_replace=True, n_chains=2)
     assert not mode(minibatch_replace=True, estimator="saga")
