@@ -222,10 +222,10 @@ class Sampler:
             raise ValueError(f"{len(self.chain_ids)} chain indices for {self.n_chains} starts")
         self.shard = shard
         reduce = None if shard is None else shard.collective.all_reduce_sum
-        self.rng = ChainRandom(self.seed, CHAIN_STREAM, dtype, self.n_chains, self.chain_ids)
-        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, dtype, self.n_chains, self.chain_ids)
+        self._make_random_streams()
         self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
+        self._seed_variable = tf.Variable(self.seed, dtype=tf.int64, trainable=False, name="seed")
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
         # The rows are read where they are (sgmcmc.data.rows): the estimators get the entries, and the
         # minibatches reach the compiled loop as blocks gathered ahead (sgmcmc.data.pipeline).
@@ -249,7 +249,6 @@ class Sampler:
                 if self.n_chains == 1
                 else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce)
             )
-            self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, dtype, 1)
             self.estimator = ControlVariateGradient(self._plain, self._mode_start)
         self._aux: dict | None = None
         self.initialised = False
@@ -262,6 +261,26 @@ class Sampler:
         self._run_opt_chunk = None
         self._opt_iteration = 0  # steps of the mode search so far
         self._estimate_for_storage = None
+
+    def _make_random_streams(self) -> None:
+        """The noise streams of :attr:`seed` (the minibatch streams are made from it by ``_feed``)."""
+        self.rng = ChainRandom(self.seed, CHAIN_STREAM, self.dtype, self.n_chains, self.chain_ids)
+        self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, self.dtype, self.n_chains, self.chain_ids)
+        self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, self.dtype, 1)
+
+    def _adopt_seed(self, seed: int) -> None:
+        """Continue the streams of ``seed`` (a restored state's): every draw is a function of the
+        seed and the iteration, so the compiled functions, which hold the old seed's keys as
+        constants, and the minibatch feeds are made again on their next use."""
+        if seed == self.seed:
+            return
+        self.seed = int(seed)
+        self._make_random_streams()
+        for feed in self._feeds.values():
+            feed.close()
+        self._feeds.clear()
+        self._functions.clear()
+        self._compiled_step = self._step_function = self._run_opt_chunk = self._estimate_for_storage = None
 
     @property
     def jit_compile(self) -> bool:
@@ -767,9 +786,10 @@ class Sampler:
                 v.assign(self._user_layout(k, [mode] * self.n_chains))
 
     # -- checkpoints (SPEC §10) -------------------------------------------------------------
-    def _checkpoint(self) -> tf.train.Checkpoint:
-        """Everything the chain's future depends on: parameters, the kernel's auxiliary state
-        (momenta, thermostats, preconditioners), the iteration counter (which, with the seed, fixes every draw),
+    def _checkpoint(self, with_seed: bool = True) -> tf.train.Checkpoint:
+        """Everything the chain's future depends on: the seed, parameters, the kernel's auxiliary
+        state (momenta, thermostats, preconditioners), the iteration counter (which, with the seed,
+        fixes every draw),
         the last log-posterior estimate, for CV samplers the mode, anchor and its gradient, and
         a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
         if self._aux is None:
@@ -780,6 +800,8 @@ class Sampler:
             iteration=self._iteration,
             log_posterior=self._last_log_post,
         )
+        if with_seed:
+            parts.update(seed=self._seed_variable)
         if self.control_variate is not None:  # top-level keys, as the CV state always had
             parts.update(self.estimator.variables())
         elif hasattr(self.estimator, "variables"):
@@ -792,15 +814,24 @@ class Sampler:
         ``*_setup`` call) continues the chain exactly where it was."""
         self._require_initialised()
         os.makedirs(directory, exist_ok=True)
+        self._seed_variable.assign(self.seed)
         return self._checkpoint().write(os.path.join(directory, "sampler"))
 
     def restore(self, directory_or_prefix: str) -> None:
         """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
-        sampler is then initialised at that state (no mode search, no reset)."""
+        sampler is then initialised at that state (no mode search, no reset) and continues that
+        chain exactly: it adopts the saved seed (its minibatches and noise are keyed by it), so a
+        sampler set up with another seed, or with ``seed=None``, continues the saved chain, and
+        :attr:`seed` says which. A checkpoint written before the seed was saved keeps this
+        sampler's seed (the chain continues only if the set-up's seed was the saved run's)."""
         prefix = directory_or_prefix
         if os.path.isdir(prefix):
             prefix = os.path.join(prefix, "sampler")
-        self._checkpoint().read(prefix).assert_existing_objects_matched()
+        saved = {name for name, _ in tf.train.list_variables(prefix)}
+        with_seed = "seed/.ATTRIBUTES/VARIABLE_VALUE" in saved
+        self._checkpoint(with_seed).read(prefix).assert_existing_objects_matched()
+        if with_seed:
+            self._adopt_seed(int(self._seed_variable.numpy()))
         self.initialised = True
 
     @property
