@@ -15,7 +15,18 @@ _import_tensorflow_quietly()  # before anything imports TensorFlow: see sgmcmc/_
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv
 from . import schedules
 from .datasets import get_dataset
-from .errors import BurnInNotFound, CompilationWarning, DivergenceError, Interrupted, NotInitialisedError, SamplingError, StepsizeWarning
+from .errors import (
+    BurnInNotFound,
+    CompilationWarning,
+    DivergenceError,
+    Interrupted,
+    MixingWarning,
+    ModeSearchError,
+    NotInitialisedError,
+    SamplingError,
+    StepsizeError,
+    StepsizeWarning,
+)
 from .run.sampler import Sampler
 from .api.control_variate import sghmccv, sghmccv_setup, sgldcv, sgldcv_setup, sgnhtcv, sgnhtcv_setup
 from .api.gradient import (
@@ -58,6 +69,9 @@ __all__ = [
     "Session",
     "StepsizeCheck",
     "StepsizeWarning",
+    "StepsizeError",
+    "ModeSearchError",
+    "MixingWarning",
     "CompilationWarning",
     "check_stepsize",
     "full_gradients",

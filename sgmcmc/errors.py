@@ -62,6 +62,50 @@ class StepsizeWarning(UserWarning):
     ``warnings.filterwarnings("ignore", category=sgmcmc.StepsizeWarning)``."""
 
 
+class StepsizeError(ValueError):
+    """The stepsize is beyond the stability limit of the dynamics for the posterior's curvature
+    where sampling starts: the chain would diverge or oscillate, not sample. Raised before
+    sampling by every gradient sampler whose dynamics has a stability model (SGLD, SGHMC, SGNHT
+    and their CV and SVRG/SAGA versions); the message gives a safe stepsize.
+    ``check_stepsize=False`` on the sampler skips the check.
+
+    Attributes
+    ----------
+    check : sgmcmc.StepsizeCheck
+        What the check measured (``safe_stepsize``, ``scaled_curvature``, ``stability_limit``, …).
+    """
+
+    def __init__(self, message: str, check=None):
+        super().__init__(message)
+        self.check = check
+
+
+class ModeSearchError(RuntimeError):
+    """The control variate's mode search ended far from the mode even after its extra steps, so
+    the control variate would be anchored at the wrong place and the samples would be too wide
+    (SPEC §3; :mod:`sgmcmc.run.mode_search`). Nothing was sampled.
+
+    Attributes
+    ----------
+    distance : float
+        The mode estimate's distance from the mode, in posterior sds (Mahalanobis).
+    threshold : float
+        The distance the search had to reach.
+    """
+
+    def __init__(self, message: str, distance: float, threshold: float):
+        super().__init__(message)
+        self.distance = distance
+        self.threshold = threshold
+
+
+class MixingWarning(UserWarning):
+    """The chosen stepsize suits the posterior's stiffest direction but leaves its softest one
+    mixing too slowly for the intended run (:func:`sgmcmc.tune_stepsize`): the numbers say how
+    many iterations it needs, and what would help (per-parameter stepsizes, reparametrising,
+    ``osgld``/``psgld``)."""
+
+
 class BurnInNotFound(RuntimeError):
     """``auto_burn_in=True``: the burn-in criterion did not hold for every chain within
     ``max_burn_in`` iterations. ``iteration`` is the iterations run; ``chains`` the chains (0-based)

@@ -15,7 +15,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import sgmcmc
-from sgmcmc.run.mode_search import ModeSearchWarning, auto_opt_stepsize
+from sgmcmc.run import mode_search
+from sgmcmc.run.mode_search import auto_opt_stepsize
 
 
 def test_auto_opt_stepsize_rule():
@@ -40,7 +41,6 @@ def test_readme_gaussian_mean_four_arguments():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmcmc.StepsizeWarning)
-        warnings.simplefilter("error", ModeSearchWarning)
         out = sgmcmc.sgldcv(log_lik, {"x": x}, {"mu": 0.0}, 5e-6, log_prior=log_prior, minibatch_size=500,
                             n_iters=5_000, seed=1, verbose=False)
     precision = len(x) + 1 / 100
@@ -88,7 +88,6 @@ def test_logistic_regression_four_arguments(logistic, start):
     data, mode, sd = logistic
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmcmc.StepsizeWarning)
-        warnings.simplefilter("error", ModeSearchWarning)
         out = sgmcmc.sgldcv(_logistic_lik, data, {"b": np.full(5, start, np.float32)}, 2e-5,
                             log_prior=_logistic_prior, n_iters=5_000, seed=1, verbose=False)
     draws = out["b"][500:]
@@ -96,14 +95,28 @@ def test_logistic_regression_four_arguments(logistic, start):
     assert np.all((0.85 < draws.std(0) / sd) & (draws.std(0) / sd < 1.2)), draws.std(0) / sd
 
 
-def test_mode_search_warns_when_unconverged(logistic):
-    """Twenty SGD steps from 30 cannot reach the mode: ModeSearchWarning (and verbose says how far).
-    Broken variant: no end check — no warning (checked)."""
-    data, _, _ = logistic
+def test_unconverged_mode_search_is_finished_by_newton_steps(logistic):
+    """Twenty SGD steps from 30 cannot reach the mode; the Newton steps that follow do (issue
+    29.2): the anchor is within a posterior sd of the exact mode. Broken variant: no Newton steps
+    (NEWTON_STEPS = 0) — ModeSearchError instead (the next test)."""
+    data, mode, sd = logistic
     sampler = sgmcmc.sgldcv_setup(_logistic_lik, data, {"b": np.full(5, 30.0, np.float32)}, 2e-5,
                                   log_prior=_logistic_prior, n_iters_opt=20, seed=1, verbose=False)
-    with pytest.warns(ModeSearchWarning, match="has not converged"):
-        sgmcmc.init_sess(sampler)
+    sgmcmc.init_sess(sampler)
+    anchor = sampler.estimator.anchor["b"].numpy()
+    assert np.all(np.abs(anchor - mode) < sd), (anchor - mode) / sd
+
+
+def test_mode_search_far_from_the_mode_is_refused(logistic, monkeypatch):
+    """Without the Newton steps, twenty SGD steps from 30 end far: ModeSearchError naming the
+    distance and the remedies, and nothing is sampled (was: a ModeSearchWarning, then sampling).
+    Broken variant: the end check not raising — the test fails (checked)."""
+    data, _, _ = logistic
+    monkeypatch.setattr(mode_search, "NEWTON_STEPS", 0)
+    with pytest.raises(sgmcmc.ModeSearchError, match="posterior sds") as info:
+        sgmcmc.sgldcv(_logistic_lik, data, {"b": np.full(5, 30.0, np.float32)}, 2e-5,
+                      log_prior=_logistic_prior, n_iters_opt=20, seed=1, verbose=False, n_iters=100)
+    assert info.value.distance > info.value.threshold
 
 
 # ---------------------------------------------------------------- issue 22.4: no retracing noise

@@ -36,7 +36,7 @@ Figures:
    evicted from the page cache, and a sequential read).
 
     python vignettes/big_data.py [--quick] [--out DIR] [--data DIR] [--rows N] [--cols D]
-                                 [--keep-parquet] [--reuse-data] [--stepsize-check]
+                                 [--keep-parquet] [--reuse-data]
 
 The full version writes 10^8 rows x 75 float32 features (30 GB of Parquet, then 30 GB of
 ``.npy``; the parts are deleted after the conversion unless ``--keep-parquet``, so 60 GB of
@@ -55,10 +55,10 @@ Two things the full version does that a small one does not need:
   mapping back to ``MADV_NORMAL`` for a few timed iterations, 3 GB read and 6 s per iteration
   instead of 2 MB and 64 ms. (This run gave the advice itself, through numpy's private
   ``memmap._mmap``, before sgmcmc did; the library's advice was added after it.)
-* sgmcmc's stepsize check in ``init_sess`` (power iteration on full-data Hessian-vector
-  products, up to 80 passes over all rows, ~1 min each at 30 GB: it was still running after 6
-  min) is skipped unless ``--stepsize-check``, by replacing a private name (sgmcmc has no option
-  for it). The stepsize is 0.5 / an upper bound on the curvature, so it could not warn.
+* sgmcmc's stepsize check in ``init_sess`` ran, in that run, as power iteration on full-data
+  Hessian-vector products (up to 80 passes over all rows, ~1 min each at 30 GB: still running
+  after 6 min) and was skipped through a private name. Since issue 29 it runs on a row subsample
+  (Lanczos, :mod:`sgmcmc.tuning.stability`) and this vignette runs it.
 
 The full version, run on 2026-11-25 on this machine (2 cores, 23 GB, no swap, ~78 GB free
 disk; load average 6-9 throughout: two other agents' test suites): 25 min from the disk
@@ -286,24 +286,6 @@ def mem_available() -> float:
         return float("nan")
 
 
-@contextmanager
-def stepsize_check(run: bool) -> Iterator[None]:
-    """``run=False``: skip the CV samplers' stepsize check in ``init_sess`` (a power iteration on
-    full-data Hessian-vector products: up to 80 passes over all rows, each a minute or more
-    at 30 GB here). A workaround for this vignette, through a private name: sgmcmc has no
-    option for it yet. The stepsize used is 0.5 / an upper bound on the curvature, so the check
-    could not warn."""
-    from sgmcmc.run import mode_search
-
-    saved = mode_search.warn_if_stepsize_too_large
-    if not run:
-        mode_search.warn_if_stepsize_too_large = lambda sampler: None
-    try:
-        yield
-    finally:
-        mode_search.warn_if_stepsize_too_large = saved
-
-
 # == the data ==================================================================================
 
 def generating_coefficients(cols: int, seed: int = 0) -> np.ndarray:
@@ -416,9 +398,6 @@ def main(argv: list[str] | None = None) -> dict:
         parser.add_argument("--rows", type=int, default=None, help="rows to generate (full: 10^8, quick: 2*10^5)")
         parser.add_argument("--cols", type=int, default=None, help="features (full: 75, quick: 10)")
         parser.add_argument("--keep-parquet", action="store_true", help="keep the Parquet parts after the conversion")
-        parser.add_argument("--stepsize-check", action="store_true",
-                            help="run sgmcmc's stepsize check in init_sess (the full version skips it: "
-                                 "up to 80 passes over all rows; --quick always runs it)")
         parser.add_argument("--reuse-data", action="store_true",
                             help="use the .npy files an earlier run left in --data (same --rows and --cols) "
                                  "instead of generating and converting them again")
@@ -504,8 +483,7 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         sampler = sgmcmc.sgldcv_setup(log_lik, dataset, params, stepsize, opt_stepsize=1.0 / lam, log_prior=log_prior,
                                       minibatch_size=cfg["minibatch"], n_iters_opt=0, verbose=not args.quick, seed=1)
-        with stepsize_check(args.quick or args.stepsize_check):
-            sgmcmc.init_sess(sampler)  # the full-data gradient: a sequential pass
+        sgmcmc.init_sess(sampler)  # the full-data gradient (a sequential pass) and the stepsize check
         results["sgldcv_setup_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         b0, f0 = io_counters()
@@ -540,8 +518,7 @@ def main(argv: list[str] | None = None) -> dict:
         trace.phase("timing (in memory)")
         m = cfg["in_memory_rows"]
         in_memory = {"X": np.array(dataset["X"][:m]), "y": np.array(dataset["y"][:m])}
-        with stepsize_check(args.quick or args.stepsize_check):
-            sampler = timed_setup(in_memory, start, stepsize * rows / m, cfg["minibatch"])
+        sampler = timed_setup(in_memory, start, stepsize * rows / m, cfg["minibatch"])
         sgmcmc.sample_chain(sampler, 50, verbose=False)  # compiles
         timing["in memory"] = time_iterations(sampler, cfg["timed_iters"])
         del sampler, in_memory

@@ -225,4 +225,5 @@ def build_sampler(
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
         make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
         xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
+        stepsize_check=model.check_stepsize,
     )

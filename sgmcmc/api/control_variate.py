@@ -36,6 +36,7 @@ def sgldcv_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -49,7 +50,7 @@ def sgldcv_setup(
     ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as
     :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator)
@@ -76,6 +77,7 @@ def sgldcv(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     minibatch_replace: bool = False,
@@ -85,7 +87,7 @@ def sgldcv(
     r"""Run SGLD-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sgldcv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -111,6 +113,7 @@ def sghmccv_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -118,7 +121,7 @@ def sghmccv_setup(
     r"""Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
@@ -147,6 +150,7 @@ def sghmccv(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     minibatch_replace: bool = False,
@@ -156,7 +160,7 @@ def sghmccv(
     r"""Run SGHMC-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sghmccv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -181,6 +185,7 @@ def sgnhtcv_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -188,7 +193,7 @@ def sgnhtcv_setup(
     r"""Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator)
@@ -216,6 +221,7 @@ def sgnhtcv(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     minibatch_replace: bool = False,
@@ -225,7 +231,7 @@ def sgnhtcv(
     r"""Run SGNHT-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sgnhtcv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)

@@ -52,6 +52,14 @@ SETUP_PARAMETERS = (
     check_model : bool, keyword-only
         Check the model before compiling: ``log_lik`` is a sum over rows, every parameter is
         used, the values are finite (SPEC §4). False skips the checks that evaluate it twice.
+    check_stepsize : bool, keyword-only
+        Check the stepsize against the posterior's curvature where sampling starts (the first
+        chain's start; the CV samplers: the mode), with the minibatch noise, before anything is
+        compiled (a few Hessian-vector products on a row subsample; :mod:`sgmcmc.tuning.stability`):
+        a stepsize beyond the dynamics' stability limit raises :class:`~sgmcmc.StepsizeError`
+        naming a safe one; a stable one that stretches the sd by more than 10 % warns
+        (:class:`~sgmcmc.StepsizeWarning`). False skips the check. (pSGLD, HAMCMC, OSGLD and
+        BAOAB are not checked.)
     minibatch_replace : bool, keyword-only
         False (default): each minibatch is n distinct rows (SPEC §3). True: n rows drawn i.i.d.
         uniformly with replacement (one random draw, as the JAX libraries do); the N/n scaling

@@ -33,6 +33,7 @@ def sgld_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -46,7 +47,7 @@ def sgld_setup(
     :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`, g the gradient
     estimate (``estimator``).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -73,6 +74,7 @@ def sgld(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -87,7 +89,7 @@ def sgld(
     r"""Run SGLD for ``n_iters`` iterations: the set-up and update of :func:`sgld_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -112,6 +114,7 @@ def sghmc_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -128,7 +131,7 @@ def sghmc_setup(
     An iteration costs about ``L`` SGLD iterations. ``alpha`` is a number or a dict like
     ``stepsize``; other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -157,6 +160,7 @@ def sghmc(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -171,7 +175,7 @@ def sghmc(
     r"""Run SGHMC for ``n_iters`` iterations: the set-up and update of :func:`sghmc_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -195,6 +199,7 @@ def sgnht_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -210,7 +215,7 @@ def sgnht_setup(
     :math:`\theta \leftarrow \theta + u`, :math:`\alpha \leftarrow \alpha + \overline{u^2} - \epsilon`.
     Other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -238,6 +243,7 @@ def sgnht(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -252,7 +258,7 @@ def sgnht(
     r"""Run SGNHT for ``n_iters`` iterations: the set-up and update of :func:`sgnht_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -277,6 +283,7 @@ def psgld_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -295,7 +302,7 @@ def psgld_setup(
     term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
     ε → 0. ``beta`` in [0, 1), ``lam`` > 0. Other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -324,6 +331,7 @@ def psgld(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -338,7 +346,7 @@ def psgld(
     r"""Run pSGLD for ``n_iters`` iterations: the set-up and update of :func:`psgld_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -364,6 +372,7 @@ def hamcmc_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -406,7 +415,7 @@ def hamcmc_setup(
     ``stepsize`` 0.1–0.5 (:func:`sgmcmc.tune_stepsize` tunes it on this scale) and a
     ``warmup_stepsize`` below the SGLD limit ~0.7/λ_max (:func:`sgmcmc.check_stepsize`).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -436,6 +445,7 @@ def hamcmc(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -450,7 +460,7 @@ def hamcmc(
     r"""Run HAMCMC for ``n_iters`` iterations: the set-up and update of :func:`hamcmc_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -474,6 +484,7 @@ def baoab_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -494,7 +505,7 @@ def baoab_setup(
     (a number, a dict or a schedule), ``gamma`` the friction (a number or a dict, > 0; the
     Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.step.dynamics.baoab`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -522,6 +533,7 @@ def baoab(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -536,7 +548,7 @@ def baoab(
     r"""Run BAOAB for ``n_iters`` iterations: the set-up and update of :func:`baoab_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -559,6 +571,7 @@ def osgld_setup(
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
     check_model: bool = True,
+    check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
@@ -611,7 +624,7 @@ def osgld_setup(
     minibatch_replace : bool, keyword-only
         Rows drawn i.i.d. with replacement (then f = 1 above).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(estimator)
     return build_sampler(METHODS["osgld"], dict(c=c), model, setup, estimator)
@@ -636,6 +649,7 @@ def osgld(
     thin: int = Chain.thin,
     store_gradients: bool = False,
     check_model: bool = True,
+    check_stepsize: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     auto_burn_in: bool = False,
@@ -678,7 +692,7 @@ def osgld(
         As for :func:`sgld`; with ``auto_burn_in``, ``burn_in_found`` is the iteration at which
         the criterion first held for all chains (also on the samples an exception carries).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(estimator)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)

@@ -43,6 +43,8 @@ class Model:
     counts: Callable | None = None
     check_model: bool = True
     constraints: dict | None = None
+    #: Check the stepsize against the curvature before sampling (:mod:`sgmcmc.tuning.stability`).
+    check_stepsize: bool = True
 
 
 @dataclass(frozen=True)

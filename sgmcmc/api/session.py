@@ -12,6 +12,7 @@ import numpy as np
 
 from ..run.mode_search import find_mode_and_anchor
 from ..run.sampler import Sampler
+from ..tuning.stability import check_before_sampling
 
 
 @dataclass(frozen=True)
@@ -24,15 +25,20 @@ class Session:
 def init_sess(sampler: Sampler, verbose: bool | None = None) -> Session:
     """Prepare ``sampler`` to run: reset it to its starting values and seed, and for the
     control-variate samplers run the mode search and the full-data gradient, leaving the chains
-    at the mode (or at their own starts when a list was given). ``verbose`` governs the mode
+    at the mode (or at their own starts when a list was given). Then the stepsize is checked
+    against the curvature where sampling starts (unless ``check_stepsize=False`` was given):
+    :class:`~sgmcmc.StepsizeError` when unstable, :class:`~sgmcmc.StepsizeWarning` when it
+    distorts the sd by more than 10 % (:mod:`sgmcmc.tuning.stability`). ``verbose`` governs the mode
     search's progress; None takes the ``verbose`` given to the CV ``*_setup`` (R). Calling it
     again restarts the chain."""
     if not isinstance(sampler, Sampler):
         raise TypeError(f"init_sess needs a sampler made by a *_setup function, got {type(sampler).__name__}")
     sampler.initialised = False
     sampler.reset()
-    if sampler.control_variate is not None:
+    if sampler.control_variate is not None:  # checks the stepsize at the mode it finds
         find_mode_and_anchor(sampler, sampler.control_variate.verbose if verbose is None else bool(verbose))
+    else:
+        check_before_sampling(sampler)
     sampler.init_aux()
     sampler.initialised = True
     return Session(sampler)

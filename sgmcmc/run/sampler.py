@@ -188,6 +188,7 @@ class Sampler:
         chains: list[int] | None = None,
         shard: RowShard | None = None,
         mode_start: dict[str, np.ndarray] | None = None,
+        stepsize_check: bool = True,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
         in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
@@ -200,8 +201,11 @@ class Sampler:
         worker's part when the rows are sharded across workers (``dataset`` is then its rows,
         ``batch_size`` its n_w; every gradient evaluation is all-reduced). ``mode_start``: where
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
-        another replica's share)."""
+        another replica's share). ``stepsize_check``: check the stepsize against the curvature
+        before sampling (:mod:`sgmcmc.tuning.stability`)."""
         self.method = method
+        #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.tuning.stability`).
+        self.stepsize_check = bool(stepsize_check)
         #: A model with no gradient (the count models of scir/sgrld): ``store_gradients`` is refused.
         self.uses_no_gradient = make_estimator is not None
         self.kernel = kernel
@@ -833,6 +837,21 @@ class Sampler:
         if with_seed:
             self._adopt_seed(int(self._seed_variable.numpy()))
         self.initialised = True
+
+    def check_point(self) -> dict[str, tf.Tensor]:
+        """Where the stepsize check looks: the CV mode, else the first chain's current state."""
+        if self.control_variate is not None:
+            return {k: v.read_value() for k, v in self.estimator.mode.items()}
+        return {k: v.read_value() if self.n_chains == 1 else v.read_value()[0] for k, v in self.params.items()}
+
+    @property
+    def noise_kind(self) -> str:
+        """How the gradient estimate's noise arises, for the stepsize check: ``"plain"`` (the
+        rows' gradients), ``"difference"`` (the control variate: differences from the mode) or
+        ``"anchor_draw"`` (SVRG/SAGA: differences from an anchor that is itself a chain state)."""
+        if self.control_variate is not None:
+            return "difference"
+        return "plain" if self.estimator is self._plain else "anchor_draw"
 
     @property
     def plain_estimator(self) -> MinibatchGradient | None:

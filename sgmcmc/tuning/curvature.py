@@ -55,7 +55,6 @@ from .. import checks
 from ..errors import StepsizeWarning
 from ..api.methods import METHODS
 from ..graph_options import own_function
-from ..distribute.placement import row_collective
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 Arrays = dict[str, np.ndarray]
@@ -78,7 +77,8 @@ def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor]) ->
 
 class NegativeHessian:
     r"""The operator :math:`v \mapsto Av`, :math:`A = -\nabla^2\log p(\theta|x)` at ``params``,
-    the likelihood summed over all N rows in batches (one compiled call per batch).
+    the likelihood summed over all N rows in batches (one compiled call per batch), or over a
+    subsample of them times ``scale`` (:class:`RowSample`).
 
     Parameters
     ----------
@@ -90,27 +90,37 @@ class NegativeHessian:
         Name -> value (the parameter's shape) where the Hessian is taken.
     """
 
-    def __init__(self, estimator: MinibatchGradient, params: Mapping[str, Any]):
+    def __init__(
+        self, estimator: MinibatchGradient, params: Mapping[str, Any], rows: Mapping[str, Any] | None = None,
+        scale: float = 1.0,
+    ):
         self.estimator = estimator
+        #: The rows the likelihood is summed over (default all N) and the factor on that sum
+        #: (N/m for a subsample of m rows: :class:`RowSample`).
+        self.rows, self.scale = (estimator.dataset if rows is None else rows), float(scale)
         self.params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         self.dtype = next(iter(self.params.values())).dtype
-        self._lik = own_function(
-            lambda p, v, batch: _hvp(lambda q: estimator.log_lik(q, batch), p, v), reduce_retracing=True
-        )
-        self._prior = None
-        if estimator.log_prior is not None:
-            self._prior = own_function(lambda p, v: _hvp(estimator.log_prior, p, v), reduce_retracing=True)
+        # compiled once per estimator, shared by every operator made on it (the mode search's
+        # stages, its end check, the stepsize check): tracing a double tape costs ~0.3 s
+        compiled = getattr(estimator, "_compiled_hvp", None)
+        if compiled is None:
+            lik = own_function(lambda p, v, batch: _hvp(lambda q: estimator.log_lik(q, batch), p, v), reduce_retracing=True)
+            prior = None
+            if estimator.log_prior is not None:
+                prior = own_function(lambda p, v: _hvp(estimator.log_prior, p, v), reduce_retracing=True)
+            compiled = estimator._compiled_hvp = (lik, prior)
+        self._lik, self._prior = compiled
         self.calls = 0
 
     def __call__(self, v: Arrays) -> Arrays:
         self.calls += 1
         vt = {k: tf.constant(np.asarray(v[k]), self.dtype) for k in self.params}
         total = {k: np.zeros(np.shape(v[k])) for k in self.params}
-        data = self.estimator.dataset
-        for start in range(0, self.estimator.n_rows, FULL_GRADIENT_BATCH_ROWS):
+        data = self.rows
+        for start in range(0, len(next(iter(data.values()))), FULL_GRADIENT_BATCH_ROWS):
             batch = {k: x[start : start + FULL_GRADIENT_BATCH_ROWS] for k, x in data.items()}
             for k, hv in self._lik(self.params, vt, batch).items():
-                total[k] -= hv.numpy()
+                total[k] -= self.scale * hv.numpy()
         total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
         if self._prior is not None:
             for k, hv in self._prior(self.params, vt).items():
@@ -168,40 +178,89 @@ def largest_eigenvalue(
 
 
 # -- the distortion of the discretised dynamics ----------------------------------------------------
-def sd_ratio(method: str, mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01) -> float:
+def sd_ratio(method: str, mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0) -> float:
     r"""Stationary sd of the discretised chain over the target's, along a direction of scaled
-    curvature μ (= ελ), on a Gaussian with exact gradients; ``inf`` where the recursion is
-    unstable. ``method``: ``"sgld"`` (:math:`(1-\mu/4)^{-1/2}`), ``"sghmc"`` (exact per-iteration
-    recursion, friction ``alpha``, ``L`` leapfrog steps) or ``"sgnht"`` (thermostat frozen at
-    ``a``). See the module docstring."""
+    curvature μ (= ελ), on a Gaussian; ``inf`` where the recursion is unstable. ``noise`` is the
+    gradient estimate's variance along that direction in the same scaled units,
+    :math:`q = \epsilon\,w^\top V w` (0: exact gradients; module docstring). ``method``:
+    ``"sgld"`` (:math:`\rho^2 = (1 + q/4)/(1 - \mu/4)`), ``"sghmc"`` (exact per-iteration
+    recursion, friction ``alpha``, ``L`` leapfrog steps, the noise entering every kick) or
+    ``"sgnht"`` (thermostat frozen at ``a``)."""
     if mu <= 0:
         return 1.0
+    q = max(float(noise), 0.0)
     if method == "sgld":
-        return float(1.0 / np.sqrt(1.0 - mu / 4.0)) if mu < 4.0 else np.inf
+        return float(np.sqrt((1.0 + q / 4.0) / (1.0 - mu / 4.0))) if mu < 4.0 else np.inf
     if method == "sghmc":
-        # Coefficients of u over [u_t, w_0, xi_1..xi_L] through one iteration.
-        u = np.zeros(L + 2)
+        # Coefficients of u over [u_t, w_0, xi_1..xi_L, zeta_1..zeta_L] through one iteration
+        # (xi: the injected noise of kick j, zeta: the gradient noise of kick j).
+        size = 2 + 2 * L
+        u = np.zeros(size)
         u[0] = 1.0
-        w = np.zeros(L + 2)
+        w = np.zeros(size)
         w[1] = 1.0
         for j in range(L):
             f = 0.5 if j == 0 else 1.0
-            noise = np.zeros(L + 2)
-            noise[2 + j] = np.sqrt(2.0 * f * alpha)
-            w = w - f * mu * u - alpha * w + noise
+            kick = np.zeros(size)
+            kick[2 + j] = np.sqrt(2.0 * f * alpha)
+            kick[2 + L + j] = f * np.sqrt(q)
+            w = w - f * mu * u - alpha * w + kick
             u = u + w
         if abs(u[0]) >= 1.0:
             return np.inf
         return float(np.sqrt(mu * np.sum(u[1:] ** 2) / (1.0 - u[0] ** 2)))
     if method == "sgnht":
-        # (u, w) -> (u + w', w'), w' = (1 - a) w - mu u + sqrt(2a) xi.
+        # (u, w) -> (u + w', w'), w' = (1 - a) w - mu u + sqrt(2a) xi + sqrt(q) zeta.
         m = np.array([[1.0 - mu, 1.0 - a], [-mu, 1.0 - a]])
         if np.max(np.abs(np.linalg.eigvals(m))) >= 1.0:
             return np.inf
-        q = 2.0 * a * np.ones((2, 2))
-        cov = np.linalg.solve(np.eye(4) - np.kron(m, m), q.reshape(-1)).reshape(2, 2)
+        drive = (2.0 * a + q) * np.ones((2, 2))
+        cov = np.linalg.solve(np.eye(4) - np.kron(m, m), drive.reshape(-1)).reshape(2, 2)
         return float(np.sqrt(mu * cov[0, 0]))
     raise ValueError(f"no distortion formula for {method!r}: use one of {DYNAMICS}")
+
+
+def stability_limit(method: str, **hyper: float) -> float:
+    """The scaled curvature μ at which the dynamics' recursion becomes unstable (SGLD: 4; the
+    others by bisection on where :func:`sd_ratio` turns infinite). The noise does not move it."""
+    if method == "sgld":
+        return 4.0
+    lo, hi = 1e-6, 64.0
+    if np.isfinite(sd_ratio(method, hi, **hyper)):
+        return hi
+    for _ in range(80):
+        mid = np.sqrt(lo * hi)
+        lo, hi = (mid, hi) if np.isfinite(sd_ratio(method, mid, **hyper)) else (lo, mid)
+    return float(lo)
+
+
+def safe_factor(method: str, mu: float, noise: float = 0.0, distortion: float = 0.1, **hyper: float) -> float:
+    r"""The largest c such that the stepsize times c keeps :math:`|\rho - 1| \le \delta` along a
+    direction of scaled curvature μ and scaled noise q (both scale with the stepsize: cμ, cq).
+    SGLD in closed form, :math:`c = 4((1+\delta)^2 - 1)/(q + \mu(1+\delta)^2)`; otherwise a
+    geometric grid scan and bisection."""
+    if mu <= 0 and noise <= 0:
+        return np.inf
+    if method == "sgld":
+        grow = (1.0 + distortion) ** 2
+        return 4.0 * (grow - 1.0) / (max(noise, 0.0) + max(mu, 0.0) * grow)
+
+    def bad(c: float) -> bool:
+        return not abs(sd_ratio(method, c * mu, noise=c * noise, **hyper) - 1.0) <= distortion
+
+    scale = max(mu, noise)
+    grid = np.geomspace(1e-6, 64.0, 600) / scale
+    flags = [bad(c) for c in grid]
+    if not any(flags):
+        return float(grid[-1])
+    i = flags.index(True)
+    if i == 0:
+        return 0.0
+    lo, hi = grid[i - 1], grid[i]
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bad(mid) else (mid, hi)
+    return float(lo)
 
 
 def largest_safe_mu(method: str, distortion: float = 0.1, **hyper: float) -> float:
@@ -280,6 +339,14 @@ class StepsizeCheck:
         stepsize would let it (its autocorrelation time is this many times longer).
     slow_mixing : bool
         One shared stepsize and ``curvature_ratio`` >= :data:`SLOW_MIXING_RATIO`.
+    noise : float
+        q, the gradient estimate's variance along the top direction in the scaled units of μ
+        (:math:`q = w^\top Vw`, w = E^½v; 0 when the minibatch noise was not estimated).
+        ``sd_ratio`` and ``safe_stepsize`` include it.
+    stability_limit : float
+        The scaled curvature μ from which the dynamics' recursion is unstable (SGLD: 4).
+    rows : int or None
+        Rows the curvature and noise were estimated on (None: all of them).
     """
 
     method: str
@@ -296,6 +363,26 @@ class StepsizeCheck:
     safe_stepsize_per_parameter: dict | None = None
     curvature_ratio: float | None = None
     slow_mixing: bool = False
+    noise: float = 0.0
+    stability_limit: float = np.inf
+    rows: int | None = None
+
+    @property
+    def unstable(self) -> bool:
+        """μ at or beyond the dynamics' stability limit: the chain diverges or oscillates."""
+        return not self.scaled_curvature < self.stability_limit
+
+    def refusal(self, who: str = "") -> str:
+        """What :class:`~sgmcmc.StepsizeError` says."""
+        limit = _scaled_stepsize(self.stepsize, self.stability_limit / self.scaled_curvature)
+        seen = "" if self.rows is None else f" (curvature estimated on {self.rows:,} rows)"
+        return (
+            f"{who or self.method}: stepsize {_show(self.stepsize)} is beyond the stability limit of the dynamics "
+            f"for this posterior: stepsize × largest curvature = {self.scaled_curvature:.3g}{seen}, and the "
+            f"chain diverges or oscillates from {self.stability_limit:.3g} on (at stepsize {_show(limit)}). "
+            f"Use a stepsize of {_show(self.safe_stepsize)} or less (sd within {self.distortion:.0%} of the "
+            f"posterior's, minibatch noise included), or pass check_stepsize=False to run anyway."
+        )
 
     def mixing_message(self, who: str = "") -> str:
         """What the warning says when one shared stepsize leaves a parameter mixing far slower."""
@@ -316,9 +403,15 @@ class StepsizeCheck:
             f"{who or self.method}: stepsize {_show(self.stepsize)} is large for the posterior's curvature: "
             f"stepsize × largest curvature = {self.scaled_curvature:.3g} (largest curvature "
             f"{self.curvature:.3g}, direction mostly {top!r}), so on a Gaussian the chain's sd along that "
-            f"direction is {stretch}. A stepsize of {_show(self.safe_stepsize)} or less keeps it within "
-            f"{self.distortion:.0%} (sgmcmc.check_stepsize)."
+            f"direction is {stretch}{' with the minibatch noise' if self.noise > 0 else ''}. A stepsize of "
+            f"{_show(self.safe_stepsize)} or less keeps it within {self.distortion:.0%} (sgmcmc.check_stepsize)."
         )
+
+
+def _scaled_stepsize(stepsize: float | dict, factor: float) -> float | dict:
+    if isinstance(stepsize, dict):
+        return {k: v * factor for k, v in stepsize.items()}
+    return stepsize * factor
 
 
 def _show(stepsize: float | dict) -> str:
@@ -337,17 +430,21 @@ def _user_stacklevel() -> int:
     return level
 
 
-def _top_scaled(hess: Operator, like: Arrays, stepsize: Mapping[str, float], max_iters: int, tol: float, seed: int) -> tuple[float, Arrays]:
-    """μ = λ_max(E^½ A E^½) and its eigenvector, for stepsizes E = diag(stepsize)."""
+def _top_scaled(
+    hess: Operator, like: Arrays, stepsize: Mapping[str, float], max_iters: int, tol: float, seed: int,
+    eigen: Callable = None,
+) -> tuple[float, Arrays]:
+    """μ = λ_max(E^½ A E^½) and its eigenvector, for stepsizes E = diag(stepsize) (``eigen``:
+    power iteration by default, or :func:`sgmcmc.tuning.stability.lanczos_largest`)."""
     root = {k: np.sqrt(stepsize[k]) for k in like}
-    mu, v, _ = largest_eigenvalue(
+    mu, v, _ = (eigen or largest_eigenvalue)(
         lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
         like, max_iters, tol, seed,
     )
     return mu, v
 
 
-def _block_curvatures(hess: Operator, like: Arrays, max_iters: int, tol: float, seed: int) -> dict[str, float]:
+def _block_curvatures(hess: Operator, like: Arrays, max_iters: int, tol: float, seed: int, eigen: Callable = None) -> dict[str, float]:
     """Name -> λ_max of that parameter's diagonal block of A (one power iteration each)."""
     names = list(like)
     blocks = {}
@@ -356,25 +453,28 @@ def _block_curvatures(hess: Operator, like: Arrays, max_iters: int, tol: float, 
             full = {k: (x[k] if k == name else like[k]) for k in names}
             return {name: hess(full)[name]}
 
-        blocks[name] = float(largest_eigenvalue(block, {name: like[name]}, max_iters, tol, seed)[0])
+        blocks[name] = float((eigen or largest_eigenvalue)(block, {name: like[name]}, max_iters, tol, seed)[0])
     return blocks
 
 
 def _safe_per_parameter(
     method: str, hess: Operator, like: Arrays, blocks: dict[str, float], fallback: dict[str, float],
     hyper: dict[str, dict[str, float]], distortion: float, max_iters: int, tol: float, seed: int,
+    noise: Callable | None = None, eigen: Callable = None,
 ) -> dict[str, float]:
     """Each block's safe stepsize (safe μ / block curvature; ``fallback`` for a block without
-    positive curvature), then scaled by one factor so the joint μ is exactly the safe μ (off-
-    diagonal blocks can make the joint μ larger than any block's)."""
+    positive curvature), then scaled by one factor so that along the joint top direction the sd
+    is off by exactly δ (off-diagonal blocks can make the joint μ larger than any block's; the
+    minibatch noise there is included when ``noise`` is given)."""
     steps = {
         k: largest_safe_mu(method, distortion, **hyper[k]) / lam if lam > 0 else fallback[k]
         for k, lam in blocks.items()
     }
-    mu, v = _top_scaled(hess, like, steps, max_iters, tol, seed)
+    mu, v = _top_scaled(hess, like, steps, max_iters, tol, seed, eigen)
     loadings = {k: float(np.sum(np.square(v[k]))) for k in like}
     top = hyper[max(loadings, key=loadings.get)]
-    factor = largest_safe_mu(method, distortion, **top) / mu if mu > 0 else 1.0
+    q = 0.0 if noise is None else noise({k: np.sqrt(steps[k]) * v[k] for k in like})
+    factor = safe_factor(method, mu, q, distortion, **top) if mu > 0 else 1.0
     return {k: e * factor for k, e in steps.items()}
 
 
@@ -392,29 +492,42 @@ def _check(
     seed: int,
     block_iters: int | None = None,
     block_tol: float | None = None,
+    *,
+    hess: Operator | None = None,
+    noise: Callable[[Arrays], float] | None = None,
+    top: tuple[float, Arrays] | None = None,
+    eigen: Callable | None = None,
+    rows_seen: int | None = None,
+    exact_rows: bool = True,
 ) -> StepsizeCheck:
+    """The check: μ and its direction (``top`` if already known), the noise along it (``noise``:
+    θ-direction -> variance, :class:`sgmcmc.tuning.stability.MinibatchNoise`), the distortion,
+    the safe stepsize and, with ``per_parameter``, the block curvatures. ``hess`` defaults to the
+    full-data operator; ``eigen`` to power iteration."""
     names = list(point)
-    hess = NegativeHessian(estimator, point)
+    hess = NegativeHessian(estimator, point) if hess is None else hess
     like = {k: np.zeros(np.shape(point[k])) for k in names}
-    mu, v = _top_scaled(hess, like, stepsize, max_iters, tol, seed)
+    mu, v = _top_scaled(hess, like, stepsize, max_iters, tol, seed, eigen) if top is None else top
     if len(set(stepsize.values())) == 1:
         lam = mu / stepsize[names[0]]
     else:
-        lam = largest_eigenvalue(hess, like, max_iters, tol, seed)[0]
+        lam = (eigen or largest_eigenvalue)(hess, like, max_iters, tol, seed)[0]
     loadings = {k: float(np.sum(np.square(v[k]))) for k in names}
-    top = hyper[max(loadings, key=loadings.get)]
-    ratio = sd_ratio(method, mu, **top)
-    safe_mu = largest_safe_mu(method, distortion, **top)
-    factor = safe_mu / mu if mu > 0 else np.inf
+    top_hyper = hyper[max(loadings, key=loadings.get)]
+    q = 0.0 if noise is None else float(noise({k: np.sqrt(stepsize[k]) * v[k] for k in names}))
+    ratio = sd_ratio(method, mu, noise=q, **top_hyper)
+    factor = safe_factor(method, mu, q, distortion, **top_hyper) if mu > 0 else np.inf
     safe = {k: e * factor for k, e in stepsize.items()}
     blocks = per_block = curvature_ratio = None
     if per_parameter:
-        blocks = _block_curvatures(hess, like, block_iters or max_iters, block_tol or tol, seed)
+        blocks = _block_curvatures(hess, like, block_iters or max_iters, block_tol or tol, seed, eigen)
         positive = [c for c in blocks.values() if c > 0]
         if len(names) > 1 and len(positive) > 1:
             curvature_ratio = float(max(positive) / min(positive))
             fallback = safe if np.all(np.isfinite(list(safe.values()))) else stepsize
-            per_block = _safe_per_parameter(method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed)
+            per_block = _safe_per_parameter(
+                method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed, noise, eigen
+            )
     return StepsizeCheck(
         method=method,
         stepsize=stepsize[names[0]] if scalar else dict(stepsize),
@@ -432,6 +545,9 @@ def _check(
         slow_mixing=bool(
             len(set(stepsize.values())) == 1 and curvature_ratio is not None and curvature_ratio >= SLOW_MIXING_RATIO
         ),
+        noise=q,
+        stability_limit=stability_limit(method, **top_hyper),
+        rows=None if exact_rows else rows_seen,
     )
 
 
@@ -441,6 +557,13 @@ def _warn(result: StepsizeCheck, who: str, stacklevel: int) -> None:
     parts = ([result.message(who)] if result.too_large else []) + ([result.mixing_message(who)] if result.slow_mixing else [])
     if parts:
         warnings.warn(" ".join(parts), StepsizeWarning, stacklevel=stacklevel + 1)
+
+
+def _is_control_variate(method: Any) -> bool:
+    """Whether ``method`` (a name or a sampler function) is one of the R package's CV samplers."""
+    name = method if isinstance(method, str) else getattr(method, "__name__", repr(method))
+    row = METHODS.get(name.removesuffix("_setup"))
+    return bool(row is not None and row.control_variate)
 
 
 def _dynamics(method: Any) -> str:
@@ -453,104 +576,6 @@ def _dynamics(method: Any) -> str:
     return stability
 
 
-def check_stepsize(
-    log_lik: Callable,
-    dataset: Any,
-    params: Mapping[str, Any],
-    stepsize: float | Mapping[str, float],
-    log_prior: Callable | None = None,
-    *,
-    method: str | Callable = "sgld",
-    alpha: float = 0.01,
-    L: int = 5,
-    a: float = 0.01,
-    distortion: float = 0.1,
-    per_parameter: bool = True,
-    warn: bool = True,
-    max_iters: int = 100,
-    tol: float = 1e-4,
-    seed: int = 0,
-    dtype: tf.DType = tf.float32,
-    strategy: tf.distribute.Strategy | None = None,
-    shard_rows: bool | None = None,
-) -> StepsizeCheck:
-    r"""Is ``stepsize`` small enough for the posterior's curvature at ``params``?
-
-    Estimates :math:`\mu = \lambda_{\max}(E^{1/2}AE^{1/2})`, :math:`A = -\nabla^2\log p(\theta|x)`
-    over the full data (:math:`\mu = \epsilon\lambda_{\max}` for one stepsize) by power
-    iteration on Hessian-vector products, and the sd distortion ρ(μ) this stepsize gives on a
-    Gaussian with that curvature (SGLD: :math:`\rho = (1 - \mu/4)^{-1/2}`; SGHMC, SGNHT: their
-    linear recursions; module docstring). Warns (:class:`~sgmcmc.StepsizeWarning`) when
-    :math:`|\rho - 1| > \delta` and says which stepsize keeps it within δ. With one stepsize for
-    parameters of very different curvature it also says that the softest parameter mixes far
-    slower (ratio of block curvatures) and gives a stepsize per parameter. The CV samplers run
-    this check themselves at the mode they find, before sampling.
-
-    Parameters
-    ----------
-    log_lik, dataset, log_prior
-        As for the samplers.
-    params
-        Where the curvature is taken: give a mode estimate (the curvature at a start far from the
-        mode may differ; for logistic regression it is largest at β = 0, so a check there is
-        conservative). No mode search is run.
-    stepsize
-        A number or a dict by parameter name (a schedule: check its largest value).
-    method
-        ``"sgld"``, ``"sghmc"``, ``"sgnht"`` (or a CV name, or the sampler function).
-    alpha, L, a
-        SGHMC's friction and leapfrog steps; SGNHT's ``a``.
-    distortion
-        δ, the tolerated relative error of the sd (default 0.1).
-    per_parameter
-        Also report each parameter's block curvature (one power iteration per parameter), and with
-        two or more parameters a safe stepsize per parameter (``safe_stepsize_per_parameter``, one
-        more power iteration) and the ratio of block curvatures (``curvature_ratio``).
-    warn
-        Issue the warning when the stepsize is too large, or when one shared stepsize leaves a
-        parameter mixing :data:`SLOW_MIXING_RATIO` or more times slower than another
-        (``slow_mixing``; the warning then suggests the per-parameter dict).
-    max_iters, tol, seed
-        Power iteration: at most ``max_iters`` Hessian-vector products per eigenvalue, stop at
-        relative change ``tol`` of the Rayleigh quotient, seeded start.
-    dtype
-        The model's dtype, as for the samplers (the same default, ``tf.float32``): ``params`` and
-        the float data are cast to it, so ``log_lik``/``log_prior`` see what a sampler would give
-        them (a model with float32 constants, e.g. ``Normal(0.0, 10.0)``, cannot take float64).
-        ``tf.float64`` for a float64 model; the power iteration itself accumulates in float64
-        either way.
-    strategy, shard_rows
-        As for the samplers (SPEC §12): under a ``MultiWorkerMirroredStrategy`` with rows
-        sharded (``shard_rows`` True or unset), every worker calls this with its own rows and the
-        same other arguments (checked); every Hessian-vector product sums the workers' rows (one
-        all-reduce each), so every worker gets the same result. Otherwise this process's rows
-        are all the rows.
-
-    Returns
-    -------
-    StepsizeCheck
-    """
-    name = _dynamics(method)
-    dtype = checks.as_dtype(dtype)
-    point = checks.check_params(params, dtype)
-    data = checks.check_dataset(dataset, dtype)
-    steps = checks.per_parameter(stepsize, list(point), "stepsize")
-    same = dict(params=point, stepsize=steps, method=name, alpha=alpha, L=L, a=a, distortion=distortion,
-                per_parameter=per_parameter, max_iters=max_iters, tol=tol, seed=seed, dtype=dtype.name,
-                log_prior=log_prior is not None)
-    collective = row_collective(strategy, shard_rows, "check_stepsize", same)
-    reduce = None if collective is None else collective.all_reduce_sum
-    estimator = MinibatchGradient(log_lik, log_prior, data, 1, 1, reduce=reduce)
-    hyper = _hyper(name, list(point), alpha, L, a)
-    result = _check(
-        name, estimator, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,
-        max_iters, tol, seed,
-    )
-    if warn:
-        _warn(result, "check_stepsize", stacklevel=2)
-    return result
-
-
 def _hyper(name: str, names: list[str], alpha: Any, L: Any, a: Any) -> dict[str, dict[str, float]]:
     """Per parameter, the hyperparameters of the distortion formula (a per-parameter ``alpha`` or
     ``a``: the check uses the value of the parameter the top eigenvector loads on most)."""
@@ -561,31 +586,3 @@ def _hyper(name: str, names: list[str], alpha: Any, L: Any, a: Any) -> dict[str,
         a_s = checks.per_parameter(a, names, "a")
         return {k: {"a": float(a_s[k])} for k in names}
     return {k: {} for k in names}
-
-
-def warn_if_stepsize_too_large(
-    sampler, max_iters: int = 30, tol: float = 1e-3, block_iters: int = 10, block_tol: float = 1e-2
-) -> StepsizeCheck | None:
-    """The CV samplers' check, after the mode search and before sampling: the stepsize (a
-    schedule: its first value) against the curvature at the mode found, warning as
-    :func:`check_stepsize`. Samplers of other dynamics are not checked (None). Costs at most
-    ``max_iters`` full-data Hessian-vector products (the Rayleigh quotient to ``tol``); with one
-    shared stepsize and 2 to :data:`MAX_BLOCKS_CHECKED` parameters also each block's curvature
-    (at most ``block_iters`` products each, to ``block_tol``: the ratio only needs to be rough)
-    and, when there are two or more, the per-parameter dict (another ``max_iters``), so the
-    warning can say when a parameter mixes :data:`SLOW_MIXING_RATIO` or more times slower."""
-    kernel = sampler.kernel
-    name = getattr(type(kernel), "stepsize_stability", None)
-    if name is None or getattr(type(kernel), "preconditioned", False):
-        return None
-    steps = {k: float(e.at(1)) if callable(e) else float(e) for k, e in kernel.stepsize.items()}
-    hyper = _hyper(name, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))
-    mode = {k: v.read_value() for k, v in sampler.estimator.mode.items()}
-    shared = len(set(steps.values())) == 1
-    blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
-    result = _check(
-        name, sampler.one_chain_estimator, mode, steps, shared, hyper, 0.1, blocks, max_iters, tol, 0,
-        block_iters=block_iters, block_tol=block_tol,
-    )
-    _warn(result, sampler.method, stacklevel=_user_stacklevel())
-    return result

@@ -62,6 +62,21 @@ covers the check's power iteration stopping early or being run at a slightly dif
   given, runs at the SGLD cap CAP_MARGIN · 0.694/λ_max (at ε on the standardised scale it would
   diverge).
 
+**The minibatch noise is part of the cap** (issue 29.4): along the top direction the gradient
+estimate's variance per unit stepsize (:class:`~sgmcmc.tuning.stability.MinibatchNoise` at the
+start or mode, per minibatch size; for the CV samplers the rows' differences from the mode) enters
+the distortion as q = ε·V_vv, so a candidate is over the cap when its stepsize exceeds
+:data:`CAP_MARGIN` × the stepsize keeping ρ(μ, q) within 10 % (for plain SGLD at N/n = 100 that is
+~100 times below the noise-free cap; before, the chosen stepsizes gave sd up to ×1.45). pSGLD: q at
+its preconditioned stepsize after each run; HAMCMC: its noise is not modelled (q = 0).
+
+**The softest direction** (issue 29.5): short runs' KSD ranks by what moves within them, so on an
+ill-conditioned posterior it picks the stepsize that suits the stiffest direction and cannot see
+the softest one not mixing (a 10-parameter regression with condition number ~4·10^3: chosen
+ε·λ_max = 0.68, the chain 1.2 sds off along the softest direction after 30,000 iterations). After
+choosing, the softest curvature is found (Lanczos) and a :class:`~sgmcmc.MixingWarning` says when
+``n_iters`` iterations give fewer than :data:`MIN_SOFT_DRAWS` effective draws along it.
+
 Excluded candidates stay in the table (``excluded`` True, ``reason`` saying μ, the cap and the
 sd inflation ρ(μ) the check predicts). When every candidate is excluded, ValueError.
 
@@ -88,13 +103,14 @@ import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
 from ..api.methods import METHODS
-from ..errors import DivergenceError, StepsizeWarning
+from ..errors import DivergenceError, MixingWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..graph_options import own_function
 from ..step.dynamics import HAMCMC, PSGLD
 from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
-from .curvature import NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, sd_ratio
+from .curvature import NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, sd_ratio
+from .stability import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
 
 #: Samplers tune_stepsize can run (gradient samplers with a stepsize).
 
@@ -221,7 +237,7 @@ class _Cap:
 
     def __init__(
         self, name: str, hess: NegativeHessian, like: dict[str, np.ndarray], sampler_kwargs: Mapping[str, Any],
-        defaults: Mapping[str, Any],
+        defaults: Mapping[str, Any], noise: Mapping[int, Callable] | None = None,
     ):
         dynamics = METHODS[name].dynamics
         #: The dynamics whose distortion formula judges: pSGLD and HAMCMC are SGLD with a
@@ -235,37 +251,68 @@ class _Cap:
         #: The largest scaled curvature a candidate may have.
         self.mu = CAP_MARGIN * safe
         max_iters, tol, seed = CAP_POWER_ITERATION
-        #: λ_max of A (Rayleigh quotient of the check's power iteration).
-        self.curvature = float(largest_eigenvalue(hess, like, max_iters, tol, seed)[0])
-        #: The largest stepsize of unpreconditioned dynamics (ε λ_max = mu); for pSGLD and HAMCMC
-        #: the SGLD one (HAMCMC's warm-up).
+        #: λ_max of A (Rayleigh quotient of the check's power iteration) and its direction.
+        curvature, self.top = largest_eigenvalue(hess, like, max_iters, tol, seed)[:2]
+        self.curvature = float(curvature)
+        #: Minibatch rows -> the gradient noise's variance along the top direction per unit
+        #: stepsize (q/ε, issue 29.4), and ``noise`` itself (θ-direction -> variance) for
+        #: preconditioned stepsizes; empty when no noise model was given.
+        self.noise = dict(noise or {})
+        self.noise_per_step = {rows: float(f(self.top)) for rows, f in self.noise.items()}
+        #: The largest stepsize of unpreconditioned dynamics without the noise (ε λ_max = mu);
+        #: for pSGLD and HAMCMC the SGLD one (HAMCMC's warm-up).
         self.stepsize = self.mu / self.curvature if self.curvature > 0 else math.inf
+        hyper = next(iter(self.hyper.values()))
+        #: Minibatch rows -> the largest stepsize of unpreconditioned dynamics with the noise.
+        self.stepsize_for = {
+            rows: CAP_MARGIN * safe_factor(self.dynamics, self.curvature, q, 0.1, **hyper)
+            for rows, q in self.noise_per_step.items()
+        }
 
     def default_grid(
         self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int, psgld_lam: float
     ) -> list[float]:
         """``n`` log-spaced candidates up to the cap (plain dynamics; HAMCMC: its cap on the
         standardised scale, where H A ≈ I) or around it (pSGLD: the cap at the predicted
-        preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ); for pSGLD and HAMCMC the
-        post-run check decides."""
+        preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ, the minibatch noise included);
+        for pSGLD and HAMCMC the post-run check decides."""
         if self.name == "hamcmc":  # standardised scale: εHA ≈ εI
             return list(np.geomspace(self.mu / 32, self.mu, n))
         if self.name == "psgld":  # V ≈ (N/n) diag(A) at stationarity (module docstring)
             g = {k: 1.0 / (psgld_lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
-            predicted = self.mu / self.scaled_curvature(g)
+            mu, q = self.scaled_top(g, batch_rows)  # at ε = 1; both scale with ε
+            predicted = CAP_MARGIN * safe_factor(self.dynamics, mu, q, 0.1, **next(iter(self.hyper.values())))
             return list(np.geomspace(predicted / 16, 2 * predicted, n))
-        return list(np.geomspace(self.stepsize / 32, self.stepsize, n))
+        top = max(self.stepsize_for.values()) if self.stepsize_for else self.stepsize
+        return list(np.geomspace(top / 32, top, n))
+
+    def over(self, mu: float, q: float) -> bool:
+        """Whether a candidate with scaled curvature μ and noise q along the top direction is over
+        the cap: its stepsize above :data:`CAP_MARGIN` × the stepsize keeping the sd within 10 %."""
+        factor = safe_factor(self.dynamics, mu, q, 0.1, **next(iter(self.hyper.values())))
+        return not factor * CAP_MARGIN >= 1.0 - 1e-12
+
+    def noise_before_run(self, eps: float, rows: int) -> float:
+        """q = ε · the noise per unit stepsize along the top direction (0 without a noise model)."""
+        return eps * self.noise_per_step.get(rows, 0.0)
 
     def scaled_curvature(self, steps: Mapping[str, Any]) -> float:
         r""":math:`\lambda_{\max}(E^{1/2}AE^{1/2})` for a diagonal E (``steps``: name -> number or
         array of the parameter's shape)."""
         return float(_top_scaled(self.hess, self.like, steps, *AFTER_RUN_POWER_ITERATION)[0])
 
+    def scaled_top(self, steps: Mapping[str, Any], rows: int) -> tuple[float, float]:
+        """(μ, q) for a diagonal E: the top scaled curvature and the noise along its direction."""
+        mu, v = _top_scaled(self.hess, self.like, steps, *AFTER_RUN_POWER_ITERATION)
+        noise = self.noise.get(rows)
+        q = 0.0 if noise is None else float(noise({k: np.sqrt(steps[k]) * v[k] for k in v}))
+        return float(mu), q
+
     def before_run(self, eps: float) -> float | None:
         """μ = ε λ_max for unpreconditioned dynamics; None for pSGLD and HAMCMC (known after a run)."""
         return None if self.preconditioned else eps * self.curvature
 
-    def after_run(self, eps: float, sampler) -> float | None:
+    def after_run(self, eps: float, sampler, rows: int) -> tuple[float, float] | None:
         """μ of pSGLD (E = εG, at the chain's current preconditioner) or HAMCMC (E = εH, the median
         over :data:`HAMCMC_SNAPSHOTS` L-BFGS matrices; the sampler runs on, so call it after the
         state is saved); each chain's, the largest. None for the other dynamics."""
@@ -274,7 +321,7 @@ class _Cap:
             # G for every chain; the largest entry over chains (a bound for all of them)
             v_state = sampler.kernel_state()["v"]
             g = {k: np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0) for k, v in v_state.items()}
-            return self.scaled_curvature({k: eps * x for k, x in g.items()})
+            return self.scaled_top({k: eps * x for k, x in g.items()}, rows)
         if isinstance(kernel, HAMCMC):
             memory = int(sampler.kernel_state()["thetas"].shape[1])
             snapshots = []
@@ -284,7 +331,7 @@ class _Cap:
                 pairs = sampler.kernel_state()
                 snapshots.append([self._hamcmc_mu(eps, pairs["s"][c : c + 1], pairs["y"][c : c + 1])
                                   for c in range(sampler.n_chains)])
-            return float(np.max(np.median(snapshots, axis=0)))  # each chain's median; the largest
+            return float(np.max(np.median(snapshots, axis=0))), 0.0  # each chain's median; the largest
         return None
 
     def _hamcmc_mu(self, eps: float, s: tf.Tensor, y: tf.Tensor) -> float:
@@ -303,20 +350,21 @@ class _Cap:
 
         return float(largest_eigenvalue(op, self.like, *AFTER_RUN_POWER_ITERATION)[0])
 
-    def reason(self, mu: float) -> str:
-        """Why a candidate with scaled curvature ``mu`` was excluded."""
+    def reason(self, mu: float, q: float = 0.0) -> str:
+        """Why a candidate with scaled curvature ``mu`` and noise ``q`` was excluded."""
         what = {"psgld": "stepsize × preconditioner", "hamcmc": "stepsize × L-BFGS matrix"}.get(self.name, "stepsize")
-        ratio = sd_ratio(self.dynamics, mu, **next(iter(self.hyper.values())))
-        stretch = "unstable" if not np.isfinite(ratio) else f"sd ×{ratio:.3g} along the stiffest direction"
+        ratio = sd_ratio(self.dynamics, mu, noise=q, **next(iter(self.hyper.values())))
+        noise = f" with the minibatch noise (q = {q:.3g})" if q > 0 else ""
+        stretch = "unstable" if not np.isfinite(ratio) else f"sd ×{ratio:.3g} along the stiffest direction{noise}"
         judge = "the SGLD check at this preconditioned stepsize would warn" if self.preconditioned else "check_stepsize would warn"
-        return f"{what} × curvature = {mu:.3g} > cap {self.mu:.3g} ({CAP_MARGIN:g} × safe): {stretch}, {judge}"
+        return f"{what} × curvature = {mu:.3g}: {stretch}, over {CAP_MARGIN:g} × the 10 % stepsize: {judge}"
 
 
 def _record(i: int, eps: float, rows: int, rnd: int, **fields: Any) -> dict[str, Any]:
     """One row of the table (defaults: a candidate that did not run)."""
     row = dict(candidate=i, stepsize=eps, minibatch_size=rows, round=rnd, iterations=0, total_iterations=0,
                gradient_evaluations=0, ksd=math.nan, diverged=False, seconds=0.0, kept=False,
-               scaled_curvature=math.nan, excluded=False, reason="")
+               scaled_curvature=math.nan, noise=math.nan, excluded=False, reason="")
     row.update(fields)
     return row
 
@@ -339,6 +387,7 @@ def tune_stepsize(
     seed: int = 0,
     verbose: bool = True,
     max_exact_dim: int = 256,
+    n_iters: int = 10_000,
     **sampler_kwargs: Any,
 ) -> tuple[float, pd.DataFrame]:
     r"""Pick the stepsize whose short run has the smallest KSD, by successive halving under a
@@ -377,6 +426,11 @@ def tune_stepsize(
     max_exact_dim
         Standardising curvatures exactly (one Hessian-vector product per coordinate) up to this
         dimension, by Hutchinson's estimate above it.
+    n_iters
+        The length of the run the stepsize is for: a :class:`~sgmcmc.MixingWarning` when, at the
+        chosen stepsize, it gives fewer than :data:`MIN_SOFT_DRAWS` effective draws along the
+        posterior's softest direction (short runs' KSD cannot see a direction that has not mixed;
+        issue 29.5). ``table.attrs["mixing"]`` holds the figures.
     **sampler_kwargs
         Passed to the sampler's ``*_setup``: ``alpha``, ``L``, ``opt_stepsize``, ``n_iters_opt``,
         ``dtype``, ``constraints``, … (HAMCMC without ``warmup_stepsize``: its warm-up runs at
@@ -417,21 +471,21 @@ def tune_stepsize(
     sizes = list(minibatch_sizes) if minibatch_sizes is not None else [minibatch_size]
     built = {}
     for mb in sizes:  # one compiled sampler per minibatch size; the stepsize lives in a variable
-        built[mb] = setup(log_lik, dataset, params, tunable, log_prior=log_prior, minibatch_size=mb, seed=seed, **sampler_kwargs)
+        built[mb] = setup(log_lik, dataset, params, tunable, log_prior=log_prior, minibatch_size=mb, seed=seed,
+                          check_stepsize=False, **sampler_kwargs)  # the cap below judges every candidate
     first = built[sizes[0]]
-    with warnings.catch_warnings():  # the CV check would judge the placeholder stepsize
-        warnings.simplefilter("ignore", StepsizeWarning)
-        _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
+    _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
     point = {k: v.read_value() for k, v in (first.estimator.mode if first.control_variate is not None else first.params).items()}
     plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
         first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
     )
     hess = NegativeHessian(plain, point)
     like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
-    cap = _Cap(name, hess, like, sampler_kwargs, {k: v.default for k, v in signature.items()})
+    rows = {mb: built[mb].batch_size for mb in sizes}
+    cap = _Cap(name, hess, like, sampler_kwargs, {k: v.default for k, v in signature.items()},
+               _noise_models(first, hess, point, like, sorted(set(rows.values())), seed))
     scale = _diagonal_curvature(hess, point, max_exact_dim)
     exact_scores = _ExactScores(plain)
-    rows = {mb: built[mb].batch_size for mb in sizes}
     n_rows = first.n_rows
     if name == "hamcmc" and sampler_kwargs.get("warmup_stepsize") is None:
         for sampler in built.values():  # before anything is compiled: the warm-up's SGLD steps at the SGLD cap
@@ -447,19 +501,22 @@ def tune_stepsize(
     records = []
     excluded: set[int] = set()
     for i, (eps, mb) in enumerate(candidates):  # unpreconditioned dynamics: the cap before any run
-        mu = cap.before_run(eps)
-        if mu is not None and mu > cap.mu:
+        mu, q = cap.before_run(eps), cap.noise_before_run(eps, rows[mb])
+        if mu is not None and cap.over(mu, q):
             excluded.add(i)
-            records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, excluded=True, reason=cap.reason(mu)))
+            records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, noise=q, excluded=True,
+                                   reason=cap.reason(mu, q)))
+    limits = ", ".join(f"{cap.stepsize_for.get(rows[mb], cap.stepsize):.3g} (minibatch {rows[mb]})" for mb in sizes)
     survivors = [i for i in range(len(candidates)) if i not in excluded]
     if not survivors:
         raise ValueError(
             f"every candidate stepsize is above the stepsize check's cap: {name} at this curvature "
-            f"(λ_max = {cap.curvature:.3g}) takes stepsizes up to {cap.stepsize:.3g}; give smaller stepsizes, or stepsizes=None"
+            f"(λ_max = {cap.curvature:.3g}) with its minibatch noise takes stepsizes up to {limits}; give smaller "
+            f"stepsizes, or stepsizes=None"
         )
     if verbose and excluded:
         print(f"tune_stepsize: {len(excluded)} of {len(candidates)} candidates excluded, above the cap "
-              f"{cap.stepsize:.3g} (stepsize × λ_max ≤ {cap.mu:.3g}, sgmcmc.check_stepsize)", flush=True)
+              f"{limits} (sd within 10 % with the minibatch noise, sgmcmc.check_stepsize)", flush=True)
     budget = int(100 * n_rows) if budget is None else int(budget)
     n_rounds = max(1, math.ceil(math.log2(len(survivors))))
 
@@ -508,17 +565,17 @@ def tune_stepsize(
             it0 = sampler.iteration
             skip = n // 2 if rnd == 0 else 0
             thin = max(1, math.ceil((n - skip) / ksd_samples))
-            diverged, mu, reason = False, cap.before_run(eps), ""
+            diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, rows[mb]), ""
             try:
                 out = _public().sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
                 value = _standardised_ksd(out, exact_scores, scale)
                 saved[i] = sampler.save(f"{workdir.name}/cand_{i}")
-                after = cap.after_run(eps, sampler)
+                after = cap.after_run(eps, sampler, rows[mb])
                 if after is not None:
-                    mu = after
-                    if mu > cap.mu:  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
+                    mu, q = after
+                    if cap.over(mu, q):  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
                         excluded.add(i)
-                        reason = cap.reason(mu)
+                        reason = cap.reason(mu, q)
             except DivergenceError:
                 value, diverged = math.inf, True
             spent += n * rows[mb] * per_iter
@@ -527,7 +584,7 @@ def tune_stepsize(
             records.append(_record(
                 i, eps, rows[mb], rnd, iterations=n, total_iterations=total_iters[i],
                 gradient_evaluations=n * rows[mb] * per_iter, ksd=value, diverged=diverged,
-                seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu,
+                seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu, noise=q,
                 excluded=i in excluded, reason=reason,
             ))
         ranked = sorted((i for i in scores if i not in excluded), key=lambda i: (scores[i], i))
@@ -548,11 +605,20 @@ def tune_stepsize(
             )
         if stopped or len(survivors) == 1:
             break
+    steps = None
+    if choice is not None and not cap.preconditioned:
+        steps = {k: np.full(np.shape(v), candidates[choice][0]) for k, v in like.items()}
+    elif choice is not None and cap.name == "psgld":  # E = εG at the chosen chain's preconditioner
+        chosen_sampler = built[candidates[choice][1]]
+        chosen_sampler.restore(saved[choice])
+        kernel = chosen_sampler.kernel
+        steps = {k: candidates[choice][0] * np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0)
+                 for k, v in chosen_sampler.kernel_state()["v"].items()}
     workdir.cleanup()
     table = pd.DataFrame.from_records(records)
     if choice is None:
         raise ValueError(
-            f"every candidate of {name} was over the stepsize check's cap (scaled curvature > {cap.mu:.3g}) "
+            f"every candidate of {name} was over the stepsize check's cap (sd within 10 % with the minibatch noise) "
             f"at the preconditioner its chain reached, or diverged:\n{table.to_string()}\ngive smaller stepsizes"
         )
     last = table.index[table["candidate"] == choice][-1]
@@ -562,5 +628,63 @@ def tune_stepsize(
     table.attrs["budget"] = budget
     table.attrs["gradient_evaluations"] = spent
     table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
-                          "stepsize": None if cap.preconditioned else cap.stepsize}
+                          "stepsize": None if cap.preconditioned else cap.stepsize_for.get(rows[mb], cap.stepsize)}
+    if steps is not None:  # HAMCMC's L-BFGS scaling is not modelled here
+        table.attrs["mixing"] = _warn_if_slow(name, hess, like, eps, steps, n_iters, first.kernel.gradient_evaluations)
     return eps, table
+
+
+def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[int], seed: int) -> dict[int, Callable]:
+    """Minibatch rows -> the gradient noise's variance along a θ-direction (:class:`MinibatchNoise`,
+    the sampler's estimator: plain rows, or differences from the mode / an anchor)."""
+    plain = sampler.plain_estimator
+    displacements = None
+    if sampler.noise_kind != "plain":
+        ritz = lanczos(hess, like, 20, 1e-3, seed)
+        spread = 1.0 if sampler.noise_kind == "difference" else math.sqrt(2.0)
+        displacements = difference_displacements(ritz, {k: 1.0 for k in like}, 4, spread, seed)
+    models = {}
+    for rows in batch_rows:
+        sample = RowSample.draw(plain, check_rows(rows), seed)
+        models[rows] = MinibatchNoise(plain, point, sample, rows, displacements)
+    return models
+
+
+#: tune_stepsize warns when the chosen stepsize leaves fewer than this many effective draws along
+#: the posterior's softest direction in ``n_iters`` iterations.
+MIN_SOFT_DRAWS = 100
+
+
+def _warn_if_slow(name: str, hess: NegativeHessian, like, eps: float, steps: Mapping[str, np.ndarray],
+                  n_iters: int, evaluations: int) -> dict:
+    r"""The softest direction's mixing at the chosen stepsize (issue 29.5): the smallest eigenvalue
+    μ_min of :math:`E^{1/2}AE^{1/2}` (E = εI, pSGLD: εG at the chosen chain's preconditioner) by
+    Lanczos (exact up to d = 40; above, the smallest Ritz value, an upper bound: the mixing
+    estimate is then optimistic). Along it SGLD is u' = (1 − μ/2)u + ξ, with integrated
+    autocorrelation time τ = (1 + r)/(1 − r) ≈ 4/μ_min; SGHMC's L leapfrog steps per iteration move
+    about L times as far (τ/L, rough), SGNHT is taken as SGLD. A :class:`~sgmcmc.MixingWarning`
+    when ``n_iters`` / τ < :data:`MIN_SOFT_DRAWS`, naming the numbers and the preconditioned samplers."""
+    size = sum(int(np.prod(np.shape(v))) for v in like.values())
+    root = {k: np.sqrt(np.asarray(steps[k], np.float64)) for k in like}
+    ritz = lanczos(lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
+                   like, min(size, 40), 0.0, 0)  # tol 0: run on for the smallest, not only the top
+    mu, top = float(ritz.values[-1]), float(ritz.values[0])
+    soft = mu / eps if name != "psgld" else float(lanczos(hess, like, min(size, 40), 0.0, 0).values[-1])
+    tau = (4.0 / mu if mu > 0 else math.inf) / (evaluations if name.startswith("sghmc") else 1)
+    draws = n_iters / tau
+    info = {"softest_curvature": soft, "scaled_condition_number": top / mu if mu > 0 else math.inf,
+            "softest_scaled_curvature": mu, "autocorrelation_time": tau, "effective_draws": draws, "n_iters": n_iters}
+    if draws < MIN_SOFT_DRAWS:
+        warnings.warn(
+            f"tune_stepsize: the chosen {name} stepsize {eps:.3g} suits the stiffest direction (stepsize × curvature "
+            f"{top:.3g}) but the posterior's softest direction (curvature {soft:.3g}; stepsize × curvature {mu:.3g}, "
+            f"{info['scaled_condition_number']:.3g} times smaller) then has an autocorrelation time of about "
+            f"{tau:,.0f} iterations: {n_iters:,} iterations give about "
+            f"{draws:.3g} effective draws along it (and a start away from the mode there decays by e^-{n_iters / tau * 2:.2g}). "
+            f"Run about {MIN_SOFT_DRAWS * tau:,.0f} iterations, give one stepsize per parameter where the parameters "
+            f"differ in scale (check_stepsize(...).safe_stepsize_per_parameter), reparametrise (e.g. centre the "
+            f"predictors), or use a preconditioned sampler: osgld (Hessian-scaled, near-Gaussian posteriors) or psgld.",
+            MixingWarning,
+            stacklevel=3,
+        )
+    return info

@@ -35,6 +35,9 @@ class Plain(EstimatorSpec):
 FULL_GRADIENT_BATCH_ROWS = 10_000
 
 
+_VALUE = "__log_lik__"  # the value's key beside the gradients in a streamed sum
+
+
 def value_and_grad(fn: Callable[[Params], tf.Tensor], params: Params) -> tuple[tf.Tensor, Params]:
     """``fn(params)`` and its gradient with respect to every parameter, as dense tensors.
 
@@ -110,6 +113,7 @@ class MinibatchGradient:
         self.scale = self.n_rows / batch_size
         self.reduce = reduce
         self._block_gradient = None
+        self._block_value_gradient = None
         self._in_place = None
 
     @property
@@ -182,18 +186,42 @@ class MinibatchGradient:
         if self._block_gradient is None:
             self._block_gradient = own_function(self._lik_grad, reduce_retracing=True)
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = {name: np.zeros(p.shape, np.float64) for name, p in params.items()}
-        rows = self.rows
-        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
-            for name, g in self._block_gradient(params, block).items():
-                total[name] += g.numpy()
-            if progress is not None:
-                progress(len(next(iter(block.values()))))
-        total = self.sum_over_workers(total)
+        total = self._stream_sum(self._block_gradient, params, progress)
         if self.log_prior is not None:
             for name, g in value_and_grad(self.log_prior, params)[1].items():
                 total[name] += g.numpy()
         return {name: tf.constant(total[name], params[name].dtype) for name in total}
+
+    def full_data_log_post_and_gradient(self, params: Params, progress=None) -> tuple[float, Params]:
+        r"""One chain: :math:`\log p(\theta|x)` (up to its normalising constant) and its gradient
+        over all N rows, streamed as :meth:`full_data_gradient` (one pass)."""
+        if self._block_value_gradient is None:
+            def value_grad(p, batch):
+                value, grads = value_and_grad(lambda q: self.log_lik(q, batch), p)
+                return {**grads, _VALUE: value}
+
+            self._block_value_gradient = own_function(value_grad, reduce_retracing=True)
+        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
+        total = self._stream_sum(self._block_value_gradient, params, progress)
+        value = float(total.pop(_VALUE))
+        if self.log_prior is not None:
+            prior, grads = value_and_grad(self.log_prior, params)
+            value += float(prior.numpy())
+            for name, g in grads.items():
+                total[name] += g.numpy()
+        return value, {name: tf.constant(total[name], params[name].dtype) for name in total}
+
+    def _stream_sum(self, block_fn, params: Params, progress) -> dict[str, np.ndarray]:
+        """Σ over contiguous row blocks of ``block_fn(params, block)`` (a dict of tensors), in
+        float64, summed over the workers when the rows are sharded."""
+        total = None
+        rows = self.rows
+        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
+            part = {name: g.numpy().astype(np.float64) for name, g in block_fn(params, block).items()}
+            total = part if total is None else {name: total[name] + part[name] for name in total}
+            if progress is not None:
+                progress(len(next(iter(block.values()))))
+        return self.sum_over_workers(total)
 
     def sum_over_workers(self, totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Eager: ``totals`` (this worker's sums over its rows) summed over the workers when the
