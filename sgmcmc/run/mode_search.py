@@ -53,7 +53,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from .chain import run_mode_search
+from .chain import before_sampling, run_mode_search
 from ..errors import DivergenceError
 from .sampler import Sampler
 from ..tuning.curvature import NegativeHessian, _user_stacklevel, largest_eigenvalue, warn_if_stepsize_too_large
@@ -269,6 +269,7 @@ def report_mode(sampler: Sampler, check: ModeCheck, verbose: bool) -> None:
         )
 
 
+@before_sampling
 def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     r"""Run ``n_iters_opt`` steps of :math:`\hat\theta \leftarrow \hat\theta + h\,g(\hat\theta)`
     from the first starting values, compute :math:`\nabla\log p(\hat\theta|x)` over the full
