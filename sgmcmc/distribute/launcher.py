@@ -23,13 +23,17 @@ seconds (30 by default) to finish on their own; a well-behaved sgmcmc worker rai
 error within its collective timeout. Those still running then are terminated: SIGTERM, and
 SIGKILL 5 s later. ``--timeout`` bounds the whole run: when it has passed, the workers still
 running are terminated the same way, at once. Ctrl-C in the launcher sends SIGINT to every
-worker and gives them the grace period; a second Ctrl-C, or SIGTERM to the launcher,
-terminates them at once. Each worker runs in a session (and so a process group) of its own:
-a Ctrl-C at the terminal reaches the workers once, through the launcher, and the signals the
-launcher sends reach a worker's own child processes too. The other side of that: a launcher
-that is itself killed without a chance to act (SIGKILL, or a Python process that called
-:func:`run_workers` and dies of an unhandled SIGTERM) leaves its workers running, in sessions
-of their own; seen here when an outer ``timeout`` killed a test run. POSIX only.
+worker and gives them the grace period (an sgmcmc worker raises ``Interrupted`` with its samples
+at the end of its running chunk). A second Ctrl-C, SIGTERM to the launcher, or an error in it,
+ends them at once: SIGTERM, and SIGKILL 1 s later (TensorFlow's multi-worker processes do not
+die of SIGTERM: its preemption notifier catches it, so before this they ran on for the 5 s).
+Each worker runs in a session (and so a process group) of its own: a Ctrl-C at the terminal
+reaches the workers once, through the launcher, and the signals the launcher sends reach a
+worker's own child processes too. A launcher killed without a chance to act (SIGKILL, or a
+Python process that called :func:`run_workers` and dies of an unhandled signal) takes its
+workers with it on Linux: each is started with ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the
+kernel kills it when the launcher's thread that started it ends (:func:`die_with_parent`;
+elsewhere they would run on, in sessions of their own). POSIX only.
 
 The exit code is 0 if every worker exited with 0, else the first failure in order of exit (a
 worker killed by signal s counts as 128 + s); if the only failures are workers the launcher
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import math
 import os
@@ -59,8 +64,17 @@ from typing import IO, Callable, Iterator, TextIO
 
 #: Seconds the other workers get to finish on their own after one fails (``--grace``).
 DEFAULT_GRACE = 30.0
-#: Seconds between SIGTERM and SIGKILL when the launcher terminates a worker.
+#: Seconds between SIGTERM and SIGKILL when the launcher terminates a worker after ``--timeout``
+#: or a failure's grace period.
 KILL_AFTER = 5.0
+#: The same when the launcher itself is being ended (SIGTERM, a second Ctrl-C, an error in it):
+#: whoever ends it may not wait, and a TensorFlow multi-worker process ignores SIGTERM.
+KILL_AFTER_ENDED = 1.0
+#: Why the launcher kills workers (``Outcome.reason``) when it is itself being ended (or the
+#: grace after a Ctrl-C has passed).
+ENDED = ("interrupt", "terminate", "error")
+#: ``prctl`` option: the signal the kernel sends a process when its parent (thread) dies.
+PR_SET_PDEATHSIG = 1
 #: Seconds between two looks at the workers.
 POLL_INTERVAL = 0.05
 #: Seconds to wait, after a worker has exited, for the last of its output.
@@ -241,6 +255,35 @@ def pump_lines(pipe: IO[bytes], prefix: str, stream: TextIO, lock: threading.Loc
 # --------------------------------------------------------------------------- the workers
 
 
+def die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a ``preexec_fn`` for :class:`subprocess.Popen` that makes the kernel SIGKILL
+    the child when the thread that started it (here, the one running :func:`run_workers`) ends,
+    even by SIGKILL; None elsewhere, or if libc's ``prctl`` cannot be loaded.
+
+    Notes
+    -----
+    The function runs in the child between fork and exec, so it only calls ``prctl`` through a
+    function pointer resolved here, in the parent, and ``getppid``: if the launcher died before
+    the ``prctl``, no signal would come, and the child kills itself instead.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent, kill = os.getpid(), int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), kill)
+
+    return preexec
+
+
 class Outcome(list[int | None]):
     """How a run ended: the exit code per worker (a list), with the order of exit and why
     the launcher killed workers.
@@ -305,7 +348,8 @@ class Workers:
         self.finished: set[int] = set()
 
     def start(self, argv: list[str], envs: list[dict[str, str]], stdout: TextIO, stderr: TextIO) -> None:
-        """Start one worker per environment, each in a session of its own, with its output threads.
+        """Start one worker per environment, each in a session of its own (on Linux killed with
+        the calling thread: :func:`die_with_parent`), with its output threads.
 
         Parameters
         ----------
@@ -319,6 +363,7 @@ class Workers:
             Where the workers' stderr lines go.
         """
         lock = threading.Lock()
+        preexec = die_with_parent()
         for index, env in enumerate(envs):
             proc = subprocess.Popen(
                 [sys.executable, *argv],
@@ -327,6 +372,7 @@ class Workers:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=preexec,
             )
             self.procs.append(proc)
             for pipe, stream in ((proc.stdout, stdout), (proc.stderr, stderr)):
@@ -372,7 +418,9 @@ class Workers:
                     pass
 
     def terminate(self, reason: str) -> None:
-        """Kill the workers still running: SIGTERM, then SIGKILL after :data:`KILL_AFTER` s.
+        """Kill the workers still running: SIGTERM, then SIGKILL after :data:`KILL_AFTER` s
+        (:data:`KILL_AFTER_ENDED` s when the launcher itself is being ended: ``reason`` in
+        :data:`ENDED`).
 
         Parameters
         ----------
@@ -385,7 +433,7 @@ class Workers:
             return
         self.outcome.reason = reason
         self.send(signal.SIGTERM)
-        deadline = time.monotonic() + KILL_AFTER
+        deadline = time.monotonic() + (KILL_AFTER_ENDED if reason in ENDED else KILL_AFTER)
         while time.monotonic() < deadline and any(self.procs[i].poll() is None for i in victims):
             time.sleep(POLL_INTERVAL)
         self.send(signal.SIGKILL)
