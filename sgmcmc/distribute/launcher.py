@@ -1,4 +1,4 @@
-"""Run W copies of a script as one ``tf.distribute.MultiWorkerMirroredStrategy`` cluster on
+r"""Run W copies of a script as one ``tf.distribute.MultiWorkerMirroredStrategy`` cluster on
 this machine.
 
 ``python -m sgmcmc.distribute --workers W [--timeout SECONDS] [--grace SECONDS] script.py
@@ -14,7 +14,9 @@ this machine.
 
 Each line a worker writes is passed on as it comes, prefixed ``[worker i] ``, its stdout to
 the launcher's stdout and its stderr to the launcher's stderr (one thread per pipe, so no
-worker ever blocks on a full pipe). The launcher's own lines go to stderr, prefixed
+worker ever blocks on a full pipe); so is each ``\r``-separated segment, so that a progress
+bar's redraws (tqdm writes ``"\r" + bar``) keep the prefix and move as they are drawn, and two
+workers' text never shares a line (:class:`Sink`). The launcher's own lines go to stderr, prefixed
 ``[launcher] ``, and end with one line per worker: ``worker i: exit code c`` or
 ``worker i: killed after timeout``.
 
@@ -49,11 +51,13 @@ sgmcmc.distribute`` imports the package ``sgmcmc`` first, and with it TensorFlow
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import ctypes
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -217,39 +221,157 @@ def check_request(argv: list[str], workers: int, timeout: float | None, grace: f
 # --------------------------------------------------------------------------- output
 
 
-def pump_lines(pipe: IO[bytes], prefix: str, stream: TextIO, lock: threading.Lock) -> None:
-    """Copy ``pipe`` to ``stream`` line by line, each line prefixed, until the pipe closes.
+#: What ends a segment of a worker's output: a line end, or a carriage return (after which a
+#: progress bar redraws its line: tqdm writes ``"\r" + bar`` at each update).
+SEGMENT_END = re.compile(r"\r\n|\r|\n")
+LINE_ENDS = ("\n", "\r\n")
+
+
+class Sink:
+    r"""One stream the workers' output is merged into, each piece prefixed by its worker.
+
+    Parameters
+    ----------
+    stream : text file
+        Where the output goes; flushed after each write.
+    lock : threading.Lock
+        Held while writing, so that pieces of different workers never mix.
+
+    Attributes
+    ----------
+    open_by : str or None
+        The prefix of the worker whose text the stream's last line ends with (the cursor is
+        after it); None at the start of a line (after a line end or a ``"\r"``).
+    unended : set of str
+        The workers whose text was written and not yet ended by a line end or a ``"\r"`` of
+        their own (another worker's output may have ended or overwritten it since).
+    """
+
+    def __init__(self, stream: TextIO, lock: threading.Lock) -> None:
+        self.stream, self.lock = stream, lock
+        self.open_by: str | None = None
+        self.unended: set[str] = set()
+        self.writable = True
+
+    def write(self, prefix: str, pieces: list[str]) -> None:
+        r"""Pass on pieces of one worker's output, in order, at once.
+
+        Parameters
+        ----------
+        prefix : str
+            The worker's, e.g. ``"[worker 0] "``.
+        pieces : list of str
+            Each a line end (``"\n"``, ``"\r\n"``), a carriage return ``"\r"``, or a text
+            without either.
+
+        Notes
+        -----
+        A text gets the prefix unless it continues this worker's text on the current line; if
+        another worker's text ends that line, a ``"\n"`` comes first, so two workers' text never
+        shares a line. So after a ``"\r"`` every redraw of a progress bar has its prefix. A
+        carriage return is passed on as it is. A line end ends this worker's text; one whose
+        text another worker already ended or overwrote is dropped, and an empty line is
+        prefixed. If the stream can no longer be written (a closed pipe), nothing more is.
+        """
+        out = []
+        with self.lock:
+            for piece in pieces:
+                mine = self.open_by == prefix
+                if piece == "\r":
+                    out.append(piece)
+                    self.open_by = None
+                    self.unended.discard(prefix)
+                elif piece in LINE_ENDS:
+                    if mine:
+                        out.append(piece)
+                        self.open_by = None
+                    elif prefix not in self.unended:  # an empty line (else: one already ended)
+                        out += ["\n" if self.open_by else "", prefix, piece]
+                        self.open_by = None
+                    self.unended.discard(prefix)
+                elif piece:
+                    if not mine:
+                        out += ["\n" if self.open_by else "", prefix]
+                    out.append(piece)
+                    self.open_by = prefix
+                    self.unended.add(prefix)
+            self._emit("".join(out))
+
+    def end(self, prefix: str) -> None:
+        """The worker's pipe has closed: end its text with a line end if it is still open."""
+        self.write(prefix, ["\n"] if prefix in self.unended else [])
+
+    def _emit(self, text: str) -> None:
+        """Write and flush (the lock held)."""
+        if not self.writable or not text:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.writable = False
+
+
+def split_pieces(text: str, redraw: bool) -> tuple[list[str], str, bool]:
+    r"""Cut a worker's output into the pieces :meth:`Sink.write` takes.
+
+    Parameters
+    ----------
+    text : str
+        What was read and not yet passed on.
+    redraw : bool
+        Whether ``text`` follows a ``"\r"`` (no line end since).
+
+    Returns
+    -------
+    tuple of (list of str, str, bool)
+        The pieces to pass on now; the rest, held until more comes (a line's text until its end,
+        and a final ``"\r"``, which may be half of a ``"\r\n"``); ``redraw`` after them. Text
+        after a ``"\r"`` is passed on as it comes, so that a progress bar moves as it is drawn.
+    """
+    pieces, start = [], 0
+    for match in SEGMENT_END.finditer(text):
+        if match.group() == "\r" and match.end() == len(text):
+            break
+        pieces += [text[start : match.start()], match.group()]
+        redraw, start = match.group() == "\r", match.end()
+    rest = text[start:]
+    if redraw:
+        held = "\r" if rest.endswith("\r") else ""
+        pieces.append(rest[: len(rest) - len(held)])
+        rest = held
+    return [p for p in pieces if p], rest, redraw
+
+
+def pump_lines(pipe: IO[bytes], prefix: str, sink: Sink) -> None:
+    r"""Copy ``pipe`` to ``sink`` until the pipe closes, every line and every redraw after a
+    ``"\r"`` (a progress bar's) prefixed (:meth:`Sink.write`, :func:`split_pieces`).
 
     Parameters
     ----------
     pipe : binary file
         A worker's stdout or stderr.
     prefix : str
-        Put before each line, e.g. ``"[worker 0] "``.
-    stream : text file
-        Where the lines go; flushed after each line.
-    lock : threading.Lock
-        Held while a line is written, so that lines of different workers never mix.
+        Put before each line and redraw, e.g. ``"[worker 0] "``.
+    sink : Sink
+        Where the output goes.
 
     Notes
     -----
-    Bytes that are not UTF-8 are replaced. If ``stream`` can no longer be written (a closed
-    pipe), the lines are read and dropped, so the worker never blocks.
+    A line is passed on once it ends (a last one without a line end gets one). Bytes that are
+    not UTF-8 are replaced.
     """
-    writable = True
+    fd = pipe.fileno()
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    rest, redraw = "", False
     with pipe:
-        for raw in iter(pipe.readline, b""):
-            text = raw.decode("utf-8", "replace")
-            if not text.endswith("\n"):
-                text += "\n"
-            if not writable:
-                continue
-            try:
-                with lock:
-                    stream.write(prefix + text)
-                    stream.flush()
-            except (OSError, ValueError):
-                writable = False
+        while data := os.read(fd, 1 << 16):
+            pieces, rest, redraw = split_pieces(rest + decode(data), redraw)
+            if pieces:
+                sink.write(prefix, pieces)
+        rest = (rest + decode(b"", final=True)).rstrip("\r")
+        sink.write(prefix, [rest] if rest else [])
+        sink.end(prefix)
 
 
 # --------------------------------------------------------------------------- the workers
@@ -346,6 +468,13 @@ class Workers:
         self.threads: list[threading.Thread] = []
         self.outcome = Outcome(workers)
         self.finished: set[int] = set()
+        self.lock = threading.Lock()
+        self.sinks: dict[int, Sink] = {}
+
+    def sink(self, stream: TextIO) -> Sink:
+        """The :class:`Sink` of ``stream`` (one per stream: stdout and stderr may be one file;
+        all of them share one lock)."""
+        return self.sinks.setdefault(id(stream), Sink(stream, self.lock))
 
     def start(self, argv: list[str], envs: list[dict[str, str]], stdout: TextIO, stderr: TextIO) -> None:
         """Start one worker per environment, each in a session of its own (on Linux killed with
@@ -362,7 +491,6 @@ class Workers:
         stderr : text file
             Where the workers' stderr lines go.
         """
-        lock = threading.Lock()
         preexec = die_with_parent()
         for index, env in enumerate(envs):
             proc = subprocess.Popen(
@@ -376,7 +504,7 @@ class Workers:
             )
             self.procs.append(proc)
             for pipe, stream in ((proc.stdout, stdout), (proc.stderr, stderr)):
-                thread = threading.Thread(target=pump_lines, args=(pipe, f"[worker {index}] ", stream, lock), daemon=True)
+                thread = threading.Thread(target=pump_lines, args=(pipe, f"[worker {index}] ", self.sink(stream)), daemon=True)
                 thread.start()
                 self.threads.append(thread)
 
@@ -551,15 +679,15 @@ def run_workers(
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
 
-    def log(line: str) -> None:
-        err.write(f"[launcher] {line}\n")
-        err.flush()
+    running = Workers(workers)
+
+    def log(line: str) -> None:  # through the sink: a worker's progress bar may be open on err
+        running.sink(err).write("[launcher] ", [line, "\n"])
 
     base = dict(os.environ if env is None else env)
     with held_ports(workers) as ports:
         addresses = [f"{LOCALHOST}:{port}" for port in ports]
         envs = [worker_env(base, addresses, i) for i in range(workers)]
-    running = Workers(workers)
     try:
         running.start(argv, envs, out, err)
         supervise(running, timeout, grace, log)
