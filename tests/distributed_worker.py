@@ -121,9 +121,8 @@ KILL_POINTS = {
 }
 
 
-def kill_before_sampling(strategy, rows: dict, where: str, path) -> None:
-    """Worker 1 SIGKILLs itself on entering the pass ``where`` (the second time for a mode-search
-    chunk, so the compiled search has run once on both); worker 0 records what it raises."""
+def kill_point(where: str) -> tuple[object, str]:
+    """The object holding the pass ``where`` (a key of :data:`KILL_POINTS`) and its attribute name."""
     import importlib
 
     module_name, attribute = KILL_POINTS[where]
@@ -131,6 +130,13 @@ def kill_before_sampling(strategy, rows: dict, where: str, path) -> None:
     *outer, name = attribute.split(".")
     for part in outer:
         owner = getattr(owner, part)
+    return owner, name
+
+
+def kill_before_sampling(strategy, rows: dict, where: str, path) -> None:
+    """Worker 1 SIGKILLs itself on entering the pass ``where`` (the second time for a mode-search
+    chunk, so the compiled search has run once on both); worker 0 records what it raises."""
+    owner, name = kill_point(where)
     original = getattr(owner, name)
     worker = strategy.cluster_resolver.task_id
     entered = []

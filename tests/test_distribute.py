@@ -337,8 +337,6 @@ def test_a_dead_peer_before_sampling_raises_sampling_error(monkeypatch, where):
     over the whole data), the pass raising what the cluster raised (PEER_DIED). Before: the raw
     UnavailableError, __cause__ None, from every one of them (and from the real cluster:
     test_a_worker_killed_during_the_mode_search_makes_the_other_raise_sampling_error)."""
-    import importlib
-
     from sgmcmc.distribute.collective import Collective
     from sgmcmc.distribute.placement import RowShard
 
@@ -348,11 +346,7 @@ def test_a_dead_peer_before_sampling_raises_sampling_error(monkeypatch, where):
         minibatch_size=100, n_iters_opt=300, seed=3, dtype=tf.float64, verbose=False,
     )
     sampler.shard = RowShard(Collective(2, 0, timeout=10.0), len(x), 100)  # what worker 0 of two holds
-    module_name, attribute = worker.KILL_POINTS[where]
-    owner = importlib.import_module(module_name)
-    *outer, name = attribute.split(".")
-    for part in outer:
-        owner = getattr(owner, part)
+    owner, name = worker.kill_point(where)
 
     def dead_peer(*args, **kwargs):
         raise tf.errors.UnavailableError(None, None, PEER_DIED)
