@@ -20,6 +20,11 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
 ``kill``
     rows sharded, a long SGLD run; worker 1 kills itself (SIGKILL) after storing its second chunk
     of samples; worker 0 records the exception it gets and how long after the kill it came.
+``kill_before_sampling`` (a third argument: where, a key of :data:`KILL_POINTS`)
+    rows sharded, SGLD-CV with the automatic ``opt_stepsize``; worker 1 kills itself (SIGKILL)
+    on entering that pass before sampling (a mode-search chunk, the curvature's Hessian-vector
+    products, the anchor's full-data gradient, the end check); worker 0 records the exception it
+    gets (type, its ``__cause__``'s, message, samples) and how long after entering the same pass.
 """
 
 from __future__ import annotations
@@ -105,6 +110,55 @@ def full_data_passes(strategy, rows: dict, path) -> None:
         mismatch = str(error)
     np.savez(path("passes"), curvature=auto.curvature, opt_stepsize=auto.value, mu=check.scaled_curvature, grads=grads["mu"],
              at=samples["mu"], mismatch=str(mismatch))
+
+
+#: Where ``kill_before_sampling`` kills worker 1: (module, attribute) of the pass it enters.
+KILL_POINTS = {
+    "mode_search": ("sgmcmc.run.sampler", "Sampler.run_opt_chunk"),
+    "curvature": ("sgmcmc.run.mode_search", "mode_curvature"),
+    "anchor": ("sgmcmc.run.sampler", "Sampler.full_data_gradient_at_mode"),
+    "check": ("sgmcmc.run.mode_search", "check_mode"),
+}
+
+
+def kill_point(where: str) -> tuple[object, str]:
+    """The object holding the pass ``where`` (a key of :data:`KILL_POINTS`) and its attribute name."""
+    import importlib
+
+    module_name, attribute = KILL_POINTS[where]
+    owner = importlib.import_module(module_name)
+    *outer, name = attribute.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    return owner, name
+
+
+def kill_before_sampling(strategy, rows: dict, where: str, path) -> None:
+    """Worker 1 SIGKILLs itself on entering the pass ``where`` (the second time for a mode-search
+    chunk, so the compiled search has run once on both); worker 0 records what it raises."""
+    owner, name = kill_point(where)
+    original = getattr(owner, name)
+    worker = strategy.cluster_resolver.task_id
+    entered = []
+
+    def enter(*args, **kwargs):
+        entered.append(time.time())
+        if worker == 1 and len(entered) == (2 if where == "mode_search" else 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, enter)
+    try:
+        run("sgldcv", rows, seed=3, strategy=strategy, opt_stepsize=None, n_iters_opt=2_000, n_iters=1000)
+        outcome = {"error": None}
+    except Exception as error:  # noqa: BLE001 -- what it is, is the finding
+        outcome = {
+            "error": type(error).__name__, "cause": type(error.__cause__).__name__, "message": str(error),
+            "samples": repr(getattr(error, "samples", None)),
+            "seconds_after_entering": time.time() - entered[-1] if entered else None,
+        }
+    with open(path(f"kill_{where}") + ".json", "w") as f:
+        json.dump(outcome, f)
 
 
 def mirrored(out: str) -> None:
@@ -221,6 +275,8 @@ def main(scenario: str, out: str) -> None:
             json.dump(outcome, f)
         if worker == 1:
             time.sleep(30)  # alive but gone from the cluster's work: the other must not wait forever
+    elif scenario == "kill_before_sampling":
+        kill_before_sampling(strategy, shard(x, worker), sys.argv[3], path)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
 

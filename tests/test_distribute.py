@@ -49,13 +49,14 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
 
 
-def _launch(scenario: str, out: Path, timeout: float, **env) -> list:
+def _launch(scenario: str, out: Path, timeout: float, extra: list[str] = (), **env) -> list:
     from sgmcmc.distribute.launcher import run_workers
 
     log = open(out / f"{scenario}.log", "w")
     try:
         return run_workers(
-            [WORKER, scenario, str(out)], 2, timeout=timeout, grace=40.0, env=dict(_env(), **env), stdout=log, stderr=log
+            [WORKER, scenario, str(out), *extra], 2, timeout=timeout, grace=40.0, env=dict(_env(), **env),
+            stdout=log, stderr=log,
         )
     finally:
         log.close()
@@ -313,3 +314,69 @@ def test_a_worker_whose_set_up_fails_does_not_leave_the_other_waiting(tmp_path):
     assert waiting["error"] == "RuntimeError", waiting
     assert "worker 1 did not finish its set-up" in waiting["message"]
     assert waiting["seconds"] < 25  # the timeout (10 s) plus slack; worker 1 idles for 30 s
+
+
+#: What worker 0 met when worker 1 was SIGKILLed during the curvature's (eager) Hessian-vector
+#: products before the mode search (the kill_before_sampling scenario; the anchor's gradient and
+#: the end check met the same text).
+PEER_DIED = (
+    "{{function_node __wrapped__CollectiveReduceV2_Nordering_token_0_device_/job:worker/replica:0/task:0/device:CPU:0}} "
+    "Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy "
+    "(stopped sending heartbeats):\n/job:worker/replica:0/task:1\nThe tasks have crashed. Check the task logs for an "
+    "earlier error, or scheduler events (e.g. preemption, eviction) to debug further.\nThe error could be from a "
+    "previous operation. Restart your program to reset. [Op:CollectiveReduceV2] name: "
+)
+
+
+@pytest.mark.parametrize("where", ["mode_search", "curvature", "anchor", "check"])
+def test_a_dead_peer_before_sampling_raises_sampling_error(monkeypatch, where):
+    """Every pass before the first iteration that runs collectives with rows sharded (the mode
+    search's chunks, the automatic opt_stepsize's curvature, the anchor's full-data gradient, the
+    end check) turns a collective's "peer died" error into SamplingError naming the worker, with
+    empty samples and the TensorFlow error as __cause__. In process: worker 0 of two (a RowShard
+    over the whole data), the pass raising what the cluster raised (PEER_DIED). Before: the raw
+    UnavailableError, __cause__ None, from every one of them (and from the real cluster:
+    test_a_worker_killed_during_the_mode_search_makes_the_other_raise_sampling_error)."""
+    from sgmcmc.distribute.collective import Collective
+    from sgmcmc.distribute.placement import RowShard
+
+    x = worker.data()
+    sampler = sgmcmc.sgldcv_setup(
+        worker.log_lik, {"x": x}, {"mu": np.zeros(1)}, 5e-4, opt_stepsize=None, log_prior=worker.log_prior,
+        minibatch_size=100, n_iters_opt=300, seed=3, dtype=tf.float64, verbose=False,
+    )
+    sampler.shard = RowShard(Collective(2, 0, timeout=10.0), len(x), 100)  # what worker 0 of two holds
+    owner, name = worker.kill_point(where)
+
+    def dead_peer(*args, **kwargs):
+        raise tf.errors.UnavailableError(None, None, PEER_DIED)
+
+    monkeypatch.setattr(owner, name, dead_peer)
+    with pytest.raises(sgmcmc.SamplingError) as caught:
+        sgmcmc.init_sess(sampler)
+    error = caught.value
+    assert isinstance(error.__cause__, tf.errors.UnavailableError)
+    assert error.samples == {} and error.iteration == 0
+    message = str(error)
+    assert message.startswith("sgldcv: ") and ": worker 1 stopped answering (UnavailableError: Collective ops is aborted by" in message
+    assert "No samples exist yet" in message
+
+
+@pytest.mark.multiworker
+def test_a_worker_killed_during_the_mode_search_makes_the_other_raise_sampling_error(tmp_path):
+    """sgldcv, rows sharded, automatic opt_stepsize: worker 1 is SIGKILLed on entering its second
+    mode-search chunk. Worker 0 raises SamplingError (its __cause__ the UnavailableError), naming
+    worker 1 and saying no samples exist, with empty samples, within the heartbeat timeout (seen:
+    9.8 s after it entered the chunk; bound 60 s for a loaded machine). Before: the raw
+    UnavailableError with __cause__ None, 9.8 s after (seen on 21fd772)."""
+    start = time.time()
+    codes = _launch("kill_before_sampling", tmp_path, timeout=240, extra=["mode_search"])
+    assert time.time() - start < 230, "the launcher had to kill worker 0: it hung"
+    assert codes[1] == -9, codes
+    outcome = json.loads((tmp_path / "kill_mode_search.w0.json").read_text())
+    assert outcome["error"] == "SamplingError", outcome
+    assert outcome["cause"] == "UnavailableError", outcome
+    assert "sgldcv: finding the mode failed in iterations" in outcome["message"]
+    assert "worker 1 stopped answering" in outcome["message"] and "No samples exist yet" in outcome["message"]
+    assert outcome["samples"] == "{}"
+    assert outcome["seconds_after_entering"] < 60

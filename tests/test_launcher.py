@@ -29,6 +29,7 @@ cluster at a time.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -37,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -209,6 +211,72 @@ def test_large_output_on_both_pipes_neither_blocks_nor_mixes(tmp_path):
             assert lines == [f"{kind} {w} {k} " + filler * 80 for k in range(30000)]
 
 
+PROGRESS = """
+import os, pathlib, sys, time
+w = os.environ["SGMCMC_WORKER"]
+print("line before", w)
+for k in range(3):
+    sys.stderr.write(f"\\rstep {k} of worker {w}")
+    time.sleep(0.05)
+if w == "0":  # a redraw that must show before the next one: the test waits to see it
+    sys.stderr.write("\\rwaiting")
+    seen, deadline = pathlib.Path(sys.argv[1], "seen"), time.monotonic() + 20
+    while not seen.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sys.stderr.write("\\rdone\\n" if seen.exists() else "\\rgave up\\n")
+else:  # tqdm ends its line when it closes
+    from tqdm import tqdm
+    for _ in tqdm(range(3), desc="w1", file=sys.stderr, mininterval=0, ascii=True):
+        time.sleep(0.05)
+print("line after", w)
+"""
+
+
+@pytest.mark.multiworker
+def test_progress_bar_redraws_keep_the_worker_prefix_and_show_as_drawn(tmp_path):
+    """tqdm redraws its bar after a "\\r" and writes no line end until it closes: every
+    "\\r"-separated segment must carry its worker's prefix (before: only the first of the line
+    did, "[worker 0] \\rstep 0 …\\rstep 1 …", and nothing showed until the "\\n"). Worker 0
+    waits (up to 20 s) until the test has seen its "waiting" redraw in the merged output, so a
+    launcher that holds redraws until the line ends fails here. Lines stay whole and prefixed."""
+    script = write_script(tmp_path, "progress.py", PROGRESS)
+    out, err, codes = io.StringIO(), io.StringIO(), []
+    runner = threading.Thread(
+        target=lambda: codes.extend(run_workers([script, str(tmp_path)], 2, timeout=SAFETY, env=child_env(), stdout=out, stderr=err))
+    )
+    runner.start()
+    deadline = time.monotonic() + 30
+    while "\r[worker 0] waiting" not in err.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "seen").touch()
+    runner.join(SAFETY)
+    assert codes == [0, 0], err.getvalue()[-3000:]
+    assert lines_by_worker(out.getvalue(), 2) == [["line before 0", "line after 0"], ["line before 1", "line after 1"]]
+    segments = [s for s in re.split(r"\r\n|\r|\n", err.getvalue()) if s]
+    by_worker = lines_by_worker("\n".join(segments), 2)  # asserts that every segment is prefixed
+    steps = [f"step {k} of worker " for k in range(3)]
+    assert by_worker[0] == [s + "0" for s in steps] + ["waiting", "done"]
+    assert by_worker[1][:3] == [s + "1" for s in steps]
+    bars = by_worker[1][3:]
+    assert len(bars) >= 4 and all(b.startswith("w1: ") for b in bars) and "3/3" in bars[-1], bars
+
+
+def test_the_sink_never_puts_two_workers_on_one_line():
+    """A redraw left open by one worker, then another's line: the line starts on a new line; the
+    redraw's own line end later, after it was ended, adds no empty line; an empty line is prefixed."""
+    stream = io.StringIO()
+    sink = launcher.Sink(stream, threading.Lock())
+    sink.write("[a] ", ["\r", "bar 1"])
+    sink.write("[b] ", ["line", "\n"])
+    sink.write("[a] ", ["\r", "bar 2"])
+    sink.write("[a] ", [" more", "\n", "\n"])
+    sink.write("[b] ", ["part"])
+    sink.write("[a] ", ["\r", "bar 3"])
+    sink.write("[b] ", ["\n"])
+    sink.end("[a] ")
+    assert stream.getvalue() == "\r[a] bar 1\n[b] line\n\r[a] bar 2 more\n[a] \n[b] part\r[a] bar 3\n"
+
+
 # --------------------------------------------------------------------------- (b) failures
 
 FAIL_OR_SLEEP = """
@@ -378,6 +446,60 @@ def test_ctrl_c_reaches_each_worker_once_and_sigterm_ends_them(tmp_path, sig, co
     assert proc.returncode == code, err[-3000:]
     assert time.monotonic() - start < 15
     assert lines_by_worker(out, 2) == [lines, lines]
+
+
+PID_AND_SLEEP = """
+import os, pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as TensorFlow's multi-worker processes do
+pathlib.Path(sys.argv[1], os.environ["SGMCMC_WORKER"]).write_text(str(os.getpid()))
+time.sleep(1000)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux: /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(") ")[2][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def seconds_until_gone(pids: list[int], since: float, bound: float) -> float:
+    """Seconds from ``since`` until every one of ``pids`` has gone (at most ``bound``: then the
+    test fails, after SIGKILLing what is left)."""
+    while any(alive(p) for p in pids):
+        if time.monotonic() - since > bound:
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+            pytest.fail(f"workers {[p for p in pids if alive(p)]} outlived the launcher by {bound} s")
+        time.sleep(0.01)
+    return time.monotonic() - since
+
+
+@pytest.mark.multiworker
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+@pytest.mark.parametrize("sig, bound", [(signal.SIGKILL, 3.0), (signal.SIGTERM, launcher.KILL_AFTER - 1.0)])
+def test_the_workers_die_with_the_launcher(tmp_path, sig, bound):
+    """Workers that ignore SIGTERM, as TensorFlow's multi-worker processes do (its preemption
+    notifier catches it). SIGKILL to the launcher: the kernel kills them (PR_SET_PDEATHSIG); seen
+    after 0.01 s (0.03 s with TF workers and ``-m sgmcmc.distribute``), and before, in sessions
+    of their own, they ran on (still there 120 s later). SIGTERM to the launcher: SIGTERM, then
+    SIGKILL after KILL_AFTER_ENDED = 1 s; seen 1.0 s (TF: 1.0-1.2 s), before: KILL_AFTER = 5 s."""
+    script = write_script(tmp_path, "pid.py", PID_AND_SLEEP)
+    command = [sys.executable, str(LAUNCHER_FILE), "--workers", "2", "--timeout", str(SAFETY), script, str(tmp_path)]
+    proc = subprocess.Popen(command, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for([tmp_path / "0", tmp_path / "1"], 30)
+        pids = [int((tmp_path / str(w)).read_text()) for w in (0, 1)]
+        start = time.monotonic()
+        proc.send_signal(sig)
+        assert seconds_until_gone(pids, start, bound) < bound
+        proc.wait(SAFETY)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 class _Workers:

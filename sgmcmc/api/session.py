@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..run.chain import before_sampling
 from ..run.mode_search import find_mode_and_anchor
 from ..run.sampler import Sampler
 from ..tuning.stability import check_before_sampling
@@ -37,8 +38,8 @@ def init_sess(sampler: Sampler, verbose: bool | None = None) -> Session:
     sampler.reset()
     if sampler.control_variate is not None:  # checks the stepsize at the mode it finds
         find_mode_and_anchor(sampler, sampler.control_variate.verbose if verbose is None else bool(verbose))
-    else:
-        check_before_sampling(sampler)
+    else:  # its Hessian-vector products all-reduce when rows are sharded: a dead peer is a SamplingError
+        before_sampling(check_before_sampling)(sampler)
     sampler.init_aux()
     sampler.initialised = True
     return Session(sampler)

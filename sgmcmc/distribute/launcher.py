@@ -1,4 +1,4 @@
-"""Run W copies of a script as one ``tf.distribute.MultiWorkerMirroredStrategy`` cluster on
+r"""Run W copies of a script as one ``tf.distribute.MultiWorkerMirroredStrategy`` cluster on
 this machine.
 
 ``python -m sgmcmc.distribute --workers W [--timeout SECONDS] [--grace SECONDS] script.py
@@ -14,7 +14,9 @@ this machine.
 
 Each line a worker writes is passed on as it comes, prefixed ``[worker i] ``, its stdout to
 the launcher's stdout and its stderr to the launcher's stderr (one thread per pipe, so no
-worker ever blocks on a full pipe). The launcher's own lines go to stderr, prefixed
+worker ever blocks on a full pipe); so is each ``\r``-separated segment, so that a progress
+bar's redraws (tqdm writes ``"\r" + bar``) keep the prefix and move as they are drawn, and two
+workers' text never shares a line (:class:`Sink`). The launcher's own lines go to stderr, prefixed
 ``[launcher] ``, and end with one line per worker: ``worker i: exit code c`` or
 ``worker i: killed after timeout``.
 
@@ -23,13 +25,17 @@ seconds (30 by default) to finish on their own; a well-behaved sgmcmc worker rai
 error within its collective timeout. Those still running then are terminated: SIGTERM, and
 SIGKILL 5 s later. ``--timeout`` bounds the whole run: when it has passed, the workers still
 running are terminated the same way, at once. Ctrl-C in the launcher sends SIGINT to every
-worker and gives them the grace period; a second Ctrl-C, or SIGTERM to the launcher,
-terminates them at once. Each worker runs in a session (and so a process group) of its own:
-a Ctrl-C at the terminal reaches the workers once, through the launcher, and the signals the
-launcher sends reach a worker's own child processes too. The other side of that: a launcher
-that is itself killed without a chance to act (SIGKILL, or a Python process that called
-:func:`run_workers` and dies of an unhandled SIGTERM) leaves its workers running, in sessions
-of their own; seen here when an outer ``timeout`` killed a test run. POSIX only.
+worker and gives them the grace period (an sgmcmc worker raises ``Interrupted`` with its samples
+at the end of its running chunk). A second Ctrl-C, SIGTERM to the launcher, or an error in it,
+ends them at once: SIGTERM, and SIGKILL 1 s later (TensorFlow's multi-worker processes do not
+die of SIGTERM: its preemption notifier catches it, so before this they ran on for the 5 s).
+Each worker runs in a session (and so a process group) of its own: a Ctrl-C at the terminal
+reaches the workers once, through the launcher, and the signals the launcher sends reach a
+worker's own child processes too. A launcher killed without a chance to act (SIGKILL, or a
+Python process that called :func:`run_workers` and dies of an unhandled signal) takes its
+workers with it on Linux: each is started with ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the
+kernel kills it when the launcher's thread that started it ends (:func:`die_with_parent`;
+elsewhere they would run on, in sessions of their own). POSIX only.
 
 The exit code is 0 if every worker exited with 0, else the first failure in order of exit (a
 worker killed by signal s counts as 128 + s); if the only failures are workers the launcher
@@ -45,10 +51,13 @@ sgmcmc.distribute`` imports the package ``sgmcmc`` first, and with it TensorFlow
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
+import ctypes
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -59,8 +68,17 @@ from typing import IO, Callable, Iterator, TextIO
 
 #: Seconds the other workers get to finish on their own after one fails (``--grace``).
 DEFAULT_GRACE = 30.0
-#: Seconds between SIGTERM and SIGKILL when the launcher terminates a worker.
+#: Seconds between SIGTERM and SIGKILL when the launcher terminates a worker after ``--timeout``
+#: or a failure's grace period.
 KILL_AFTER = 5.0
+#: The same when the launcher itself is being ended (SIGTERM, a second Ctrl-C, an error in it):
+#: whoever ends it may not wait, and a TensorFlow multi-worker process ignores SIGTERM.
+KILL_AFTER_ENDED = 1.0
+#: Why the launcher kills workers (``Outcome.reason``) when it is itself being ended (or the
+#: grace after a Ctrl-C has passed).
+ENDED = ("interrupt", "terminate", "error")
+#: ``prctl`` option: the signal the kernel sends a process when its parent (thread) dies.
+PR_SET_PDEATHSIG = 1
 #: Seconds between two looks at the workers.
 POLL_INTERVAL = 0.05
 #: Seconds to wait, after a worker has exited, for the last of its output.
@@ -203,42 +221,189 @@ def check_request(argv: list[str], workers: int, timeout: float | None, grace: f
 # --------------------------------------------------------------------------- output
 
 
-def pump_lines(pipe: IO[bytes], prefix: str, stream: TextIO, lock: threading.Lock) -> None:
-    """Copy ``pipe`` to ``stream`` line by line, each line prefixed, until the pipe closes.
+#: What ends a segment of a worker's output: a line end, or a carriage return (after which a
+#: progress bar redraws its line: tqdm writes ``"\r" + bar`` at each update).
+SEGMENT_END = re.compile(r"\r\n|\r|\n")
+LINE_ENDS = ("\n", "\r\n")
+
+
+class Sink:
+    r"""One stream the workers' output is merged into, each piece prefixed by its worker.
+
+    Parameters
+    ----------
+    stream : text file
+        Where the output goes; flushed after each write.
+    lock : threading.Lock
+        Held while writing, so that pieces of different workers never mix.
+
+    Attributes
+    ----------
+    open_by : str or None
+        The prefix of the worker whose text the stream's last line ends with (the cursor is
+        after it); None at the start of a line (after a line end or a ``"\r"``).
+    unended : set of str
+        The workers whose text was written and not yet ended by a line end or a ``"\r"`` of
+        their own (another worker's output may have ended or overwritten it since).
+    """
+
+    def __init__(self, stream: TextIO, lock: threading.Lock) -> None:
+        self.stream, self.lock = stream, lock
+        self.open_by: str | None = None
+        self.unended: set[str] = set()
+        self.writable = True
+
+    def write(self, prefix: str, pieces: list[str]) -> None:
+        r"""Pass on pieces of one worker's output, in order, at once.
+
+        Parameters
+        ----------
+        prefix : str
+            The worker's, e.g. ``"[worker 0] "``.
+        pieces : list of str
+            Each a line end (``"\n"``, ``"\r\n"``), a carriage return ``"\r"``, or a text
+            without either.
+
+        Notes
+        -----
+        A text gets the prefix unless it continues this worker's text on the current line; if
+        another worker's text ends that line, a ``"\n"`` comes first, so two workers' text never
+        shares a line. So after a ``"\r"`` every redraw of a progress bar has its prefix. A
+        carriage return is passed on as it is. A line end ends this worker's text; one whose
+        text another worker already ended or overwrote is dropped, and an empty line is
+        prefixed. If the stream can no longer be written (a closed pipe), nothing more is.
+        """
+        out = []
+        with self.lock:
+            for piece in pieces:
+                mine = self.open_by == prefix
+                if piece == "\r":
+                    out.append(piece)
+                    self.open_by = None
+                    self.unended.discard(prefix)
+                elif piece in LINE_ENDS:
+                    if mine:
+                        out.append(piece)
+                        self.open_by = None
+                    elif prefix not in self.unended:  # an empty line (else: one already ended)
+                        out += ["\n" if self.open_by else "", prefix, piece]
+                        self.open_by = None
+                    self.unended.discard(prefix)
+                elif piece:
+                    if not mine:
+                        out += ["\n" if self.open_by else "", prefix]
+                    out.append(piece)
+                    self.open_by = prefix
+                    self.unended.add(prefix)
+            self._emit("".join(out))
+
+    def end(self, prefix: str) -> None:
+        """The worker's pipe has closed: end its text with a line end if it is still open."""
+        self.write(prefix, ["\n"] if prefix in self.unended else [])
+
+    def _emit(self, text: str) -> None:
+        """Write and flush (the lock held)."""
+        if not self.writable or not text:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.writable = False
+
+
+def split_pieces(text: str, redraw: bool) -> tuple[list[str], str, bool]:
+    r"""Cut a worker's output into the pieces :meth:`Sink.write` takes.
+
+    Parameters
+    ----------
+    text : str
+        What was read and not yet passed on.
+    redraw : bool
+        Whether ``text`` follows a ``"\r"`` (no line end since).
+
+    Returns
+    -------
+    tuple of (list of str, str, bool)
+        The pieces to pass on now; the rest, held until more comes (a line's text until its end,
+        and a final ``"\r"``, which may be half of a ``"\r\n"``); ``redraw`` after them. Text
+        after a ``"\r"`` is passed on as it comes, so that a progress bar moves as it is drawn.
+    """
+    pieces, start = [], 0
+    for match in SEGMENT_END.finditer(text):
+        if match.group() == "\r" and match.end() == len(text):
+            break
+        pieces += [text[start : match.start()], match.group()]
+        redraw, start = match.group() == "\r", match.end()
+    rest = text[start:]
+    if redraw:
+        held = "\r" if rest.endswith("\r") else ""
+        pieces.append(rest[: len(rest) - len(held)])
+        rest = held
+    return [p for p in pieces if p], rest, redraw
+
+
+def pump_lines(pipe: IO[bytes], prefix: str, sink: Sink) -> None:
+    r"""Copy ``pipe`` to ``sink`` until the pipe closes, every line and every redraw after a
+    ``"\r"`` (a progress bar's) prefixed (:meth:`Sink.write`, :func:`split_pieces`).
 
     Parameters
     ----------
     pipe : binary file
         A worker's stdout or stderr.
     prefix : str
-        Put before each line, e.g. ``"[worker 0] "``.
-    stream : text file
-        Where the lines go; flushed after each line.
-    lock : threading.Lock
-        Held while a line is written, so that lines of different workers never mix.
+        Put before each line and redraw, e.g. ``"[worker 0] "``.
+    sink : Sink
+        Where the output goes.
 
     Notes
     -----
-    Bytes that are not UTF-8 are replaced. If ``stream`` can no longer be written (a closed
-    pipe), the lines are read and dropped, so the worker never blocks.
+    A line is passed on once it ends (a last one without a line end gets one). Bytes that are
+    not UTF-8 are replaced.
     """
-    writable = True
+    fd = pipe.fileno()
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    rest, redraw = "", False
     with pipe:
-        for raw in iter(pipe.readline, b""):
-            text = raw.decode("utf-8", "replace")
-            if not text.endswith("\n"):
-                text += "\n"
-            if not writable:
-                continue
-            try:
-                with lock:
-                    stream.write(prefix + text)
-                    stream.flush()
-            except (OSError, ValueError):
-                writable = False
+        while data := os.read(fd, 1 << 16):
+            pieces, rest, redraw = split_pieces(rest + decode(data), redraw)
+            if pieces:
+                sink.write(prefix, pieces)
+        rest = (rest + decode(b"", final=True)).rstrip("\r")
+        sink.write(prefix, [rest] if rest else [])
+        sink.end(prefix)
 
 
 # --------------------------------------------------------------------------- the workers
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a ``preexec_fn`` for :class:`subprocess.Popen` that makes the kernel SIGKILL
+    the child when the thread that started it (here, the one running :func:`run_workers`) ends,
+    even by SIGKILL; None elsewhere, or if libc's ``prctl`` cannot be loaded.
+
+    Notes
+    -----
+    The function runs in the child between fork and exec, so it only calls ``prctl`` through a
+    function pointer resolved here, in the parent, and ``getppid``: if the launcher died before
+    the ``prctl``, no signal would come, and the child kills itself instead.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent, kill = os.getpid(), int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), kill)
+
+    return preexec
 
 
 class Outcome(list[int | None]):
@@ -303,9 +468,17 @@ class Workers:
         self.threads: list[threading.Thread] = []
         self.outcome = Outcome(workers)
         self.finished: set[int] = set()
+        self.lock = threading.Lock()
+        self.sinks: dict[int, Sink] = {}
+
+    def sink(self, stream: TextIO) -> Sink:
+        """The :class:`Sink` of ``stream`` (one per stream: stdout and stderr may be one file;
+        all of them share one lock)."""
+        return self.sinks.setdefault(id(stream), Sink(stream, self.lock))
 
     def start(self, argv: list[str], envs: list[dict[str, str]], stdout: TextIO, stderr: TextIO) -> None:
-        """Start one worker per environment, each in a session of its own, with its output threads.
+        """Start one worker per environment, each in a session of its own (on Linux killed with
+        the calling thread: :func:`die_with_parent`), with its output threads.
 
         Parameters
         ----------
@@ -318,7 +491,7 @@ class Workers:
         stderr : text file
             Where the workers' stderr lines go.
         """
-        lock = threading.Lock()
+        preexec = die_with_parent()
         for index, env in enumerate(envs):
             proc = subprocess.Popen(
                 [sys.executable, *argv],
@@ -327,10 +500,11 @@ class Workers:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=preexec,
             )
             self.procs.append(proc)
             for pipe, stream in ((proc.stdout, stdout), (proc.stderr, stderr)):
-                thread = threading.Thread(target=pump_lines, args=(pipe, f"[worker {index}] ", stream, lock), daemon=True)
+                thread = threading.Thread(target=pump_lines, args=(pipe, f"[worker {index}] ", self.sink(stream)), daemon=True)
                 thread.start()
                 self.threads.append(thread)
 
@@ -372,7 +546,9 @@ class Workers:
                     pass
 
     def terminate(self, reason: str) -> None:
-        """Kill the workers still running: SIGTERM, then SIGKILL after :data:`KILL_AFTER` s.
+        """Kill the workers still running: SIGTERM, then SIGKILL after :data:`KILL_AFTER` s
+        (:data:`KILL_AFTER_ENDED` s when the launcher itself is being ended: ``reason`` in
+        :data:`ENDED`).
 
         Parameters
         ----------
@@ -385,7 +561,7 @@ class Workers:
             return
         self.outcome.reason = reason
         self.send(signal.SIGTERM)
-        deadline = time.monotonic() + KILL_AFTER
+        deadline = time.monotonic() + (KILL_AFTER_ENDED if reason in ENDED else KILL_AFTER)
         while time.monotonic() < deadline and any(self.procs[i].poll() is None for i in victims):
             time.sleep(POLL_INTERVAL)
         self.send(signal.SIGKILL)
@@ -503,15 +679,15 @@ def run_workers(
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
 
-    def log(line: str) -> None:
-        err.write(f"[launcher] {line}\n")
-        err.flush()
+    running = Workers(workers)
+
+    def log(line: str) -> None:  # through the sink: a worker's progress bar may be open on err
+        running.sink(err).write("[launcher] ", [line, "\n"])
 
     base = dict(os.environ if env is None else env)
     with held_ports(workers) as ports:
         addresses = [f"{LOCALHOST}:{port}" for port in ports]
         envs = [worker_env(base, addresses, i) for i in range(workers)]
-    running = Workers(workers)
     try:
         running.start(argv, envs, out, err)
         supervise(running, timeout, grace, log)

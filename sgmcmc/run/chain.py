@@ -14,12 +14,14 @@ interrupts at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 import time
 from typing import Callable, Iterator, TypeVar
 
 import numpy as np
+import tensorflow as tf
 from tqdm.auto import tqdm
 
 from ..distribute.collective import failed_worker
@@ -67,22 +69,66 @@ def _progress(desc: str, total: int, initial: int, verbose: bool) -> tqdm:
     return tqdm(total=total, initial=initial, desc=desc, disable=not verbose, unit="it", dynamic_ncols=True)
 
 
-def _chunk_or_sampling_error(call: Callable[[], T], desc: str, sampler: Sampler, it0: int, n: int, kept: str, samples) -> T:
-    """``call()``; an op error in it (not Ctrl-C) becomes a :class:`~sgmcmc.SamplingError`
-    naming the iterations (and, with rows sharded, the worker that stopped answering), carrying
-    ``samples()`` and saying ``kept``."""
+def _chunk_or_sampling_error(
+    call: Callable[[], T], desc: str, sampler: Sampler, it0: int, n: int, kept: str, samples,
+    catch: type[Exception] = Exception,
+) -> T:
+    """``call()``; an error in it (not Ctrl-C; only ``catch`` es) becomes a
+    :class:`~sgmcmc.SamplingError` naming the iterations (and, with rows sharded, the worker that
+    stopped answering), carrying ``samples()`` and saying ``kept``."""
     try:
         return call()
     except KeyboardInterrupt:
         raise
-    except Exception as error:
-        line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    except catch as error:
         raise SamplingError(
             f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} "
-            f"({type(error).__name__}: {line}). {kept}",
+            f"({type(error).__name__}: {_gist(error)}). {kept}",
             iteration=it0,
             samples=samples(),
         ) from error
+
+
+def _gist(error: BaseException) -> str:
+    """The line of an error's message that says what happened: the first line, except that a
+    graph execution error's banner and traceback ("Graph execution error:", "Detected at node
+    …", the indented "File …" lines) are skipped, and a ``{{function_node …}}`` tag is dropped."""
+    lines = str(error).splitlines()
+    said = [
+        line.strip() for line in lines
+        if line.strip() and not line[:1].isspace() and not line.startswith(("Graph execution error", "Detected at node"))
+    ]
+    line = said[0] if said else next((line.strip() for line in lines if line.strip()), "")
+    return line.split("}} ", 1)[1] if line.startswith("{{function_node") and "}} " in line else line
+
+
+NO_SAMPLES_YET = "No samples exist yet: the exception's `samples` is empty"
+
+
+def before_sampling(prepare: Callable[..., T]) -> Callable[..., T]:
+    """Decorator of what a sampler does before its first iteration (``prepare(sampler, …)``: the
+    control variate's mode search, the curvature's Hessian-vector products, the anchor's full-data
+    gradient, the checks): an operation that fails in it — with rows sharded, a collective whose
+    peer died, which the coordination service reports within its heartbeat timeout — raises
+    :class:`~sgmcmc.SamplingError` with empty ``samples``, naming the worker that stopped
+    answering, the TensorFlow error as its ``__cause__``, like a failed sampling chunk (a raw
+    ``UnavailableError`` before). Other exceptions (the checks' refusals, a divergence, Ctrl-C)
+    pass unchanged."""
+
+    @functools.wraps(prepare)
+    def guarded(sampler: Sampler, *args, **kwargs):
+        try:
+            return prepare(sampler, *args, **kwargs)
+        except tf.errors.OpError as error:
+            raise SamplingError(
+                f"{sampler.method}: the set-up before sampling (mode search, curvature, full-data gradient, "
+                f"checks) failed{_peer_failure(sampler, error)} ({type(error).__name__}: {_gist(error)}). "
+                f"{NO_SAMPLES_YET}",
+                iteration=0,
+                samples={},
+            ) from error
+
+    return guarded
 
 
 def _peer_failure(sampler: Sampler, error: BaseException) -> str:
@@ -344,14 +390,18 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
 
 
 def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
-    """The SGD mode search of the control-variate samplers, in compiled chunks with progress."""
+    """The SGD mode search of the control-variate samplers, in compiled chunks with progress; an
+    operation failing in a chunk (with rows sharded: a peer that died) raises
+    :class:`~sgmcmc.SamplingError` with empty ``samples``, as :func:`before_sampling`."""
     desc = f"{sampler.method}: finding the mode"
     pacer, done = _Pacer(sampler, verbose), 0
     bar = _progress(desc, n_iters, 0, verbose)
     try:
         while done < n_iters:
             n = min(pacer.length, n_iters - done)
-            chunk = pacer.timed(n, lambda: sampler.run_opt_chunk(n))
+            chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
+                lambda: sampler.run_opt_chunk(n), desc, sampler, done, n, NO_SAMPLES_YET, dict, tf.errors.OpError,
+            ))
             if chunk.diverged_at:
                 raise DivergenceError(
                     f"{desc}: the mode search diverged at its step {done + chunk.diverged_at} (NaN or Inf); "

@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from tqdm.auto import tqdm
 
-from .chain import run_mode_search
+from .chain import before_sampling, run_mode_search
 from ..errors import DivergenceError, ModeSearchError
 from ..graph_options import package_call_options
 from .sampler import Sampler
@@ -351,6 +351,7 @@ def report_mode(sampler: Sampler, check: ModeCheck, verbose: bool) -> None:
         )
 
 
+@before_sampling
 def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     r"""Run ``n_iters_opt`` steps of :math:`\hat\theta \leftarrow \hat\theta + h\,g(\hat\theta)`
     from the first starting values, compute :math:`\nabla\log p(\hat\theta|x)` over the full
