@@ -22,8 +22,10 @@ class DivergenceError(RuntimeError):
 
 
 class SamplingError(RuntimeError):
-    """An operation failed mid-run (e.g. an index out of range in ``log_lik``); the original
-    TensorFlow error is the ``__cause__``.
+    """An operation failed mid-run (e.g. an index out of range in ``log_lik``), or before
+    sampling (the CV mode search, the curvature and full-data passes; e.g. a worker that died,
+    with rows sharded: then ``samples`` is empty); the original TensorFlow error is the
+    ``__cause__``.
 
     Attributes
     ----------

@@ -113,7 +113,7 @@ def _sgld_largest_stable(name):
     for k in range(5, 12):
         try:
             x = _run(name, "sgld", stepsize=2.0**-k, n_iters=N_ITERS, burn_in=BURN_IN, n_chains=K)["b"]
-        except sgmcmc.DivergenceError:
+        except (sgmcmc.DivergenceError, sgmcmc.StepsizeError):  # diverged, or refused as unstable before sampling
             continue
         if np.all(np.isfinite(x)) and np.max(np.abs(x)) < 1e6:
             return 2.0**-k, x.reshape(-1, 3)

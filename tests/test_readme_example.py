@@ -66,3 +66,22 @@ def test_readme_hierarchical_example_warns_and_its_dict_mixes_mu():
     assert abs(table["mean"] - exact_mean) < 0.5 * exact_sd, (table["mean"], exact_mean)
     assert 0.9 < table["sd"] / exact_sd < 1.3, table["sd"] / exact_sd
     assert table["ess_bulk"] > 2000, table["ess_bulk"]
+
+
+def test_readme_example_imports_print_no_tensorflow_startup_lines():
+    """Issue 29.7: the README's first example imported TensorFlow before sgmcmc, so TensorFlow's
+    start-up lines (absl's notice, cpu_feature_guard, cudart_stub) reached the user's terminal
+    before sgmcmc could quiet them. Its import lines, run as a fresh process with the user's
+    environment (no TF_CPP_MIN_LOG_LEVEL), print none of them. Fails on the former order
+    (checked: "import numpy as np, tensorflow as tf, tensorflow_probability as tfp, sgmcmc")."""
+    import os
+    import subprocess
+    import sys
+
+    block = re.search(r"## Example\s+```python\n(.*?)```", README.read_text(), re.S).group(1)
+    imports = "\n".join(line for line in block.splitlines() if line.startswith("import "))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", imports + "\nprint('imported')"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+    assert not [line for line in done.stderr.splitlines() if sgmcmc._quiet.is_startup_line(line)], done.stderr

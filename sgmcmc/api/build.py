@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import zlib
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -31,6 +32,14 @@ from .options import Model, Setup
 def chain_starts(params: Any, n_chains: int, dtype: tf.DType) -> tuple[list[dict[str, np.ndarray]], bool]:
     """The K starting dicts, and whether they were given one per chain."""
     if isinstance(params, (list, tuple)):
+        if params and not all(isinstance(p, Mapping) for p in params):
+            kinds = sorted({type(p).__name__ for p in params if not isinstance(p, Mapping)})
+            raise TypeError(
+                f"params must be a dict name -> starting value (or a list of such dicts, one per chain), got a list "
+                f"of {len(params)} values ({', '.join(kinds)}). Name the arrays, e.g. "
+                f"{{f'w{{i}}': w for i, w in enumerate(model.get_weights())}}, and refer to them by name in "
+                f"log_lik; for a Keras model, sgmcmc.keras.from_model(model, ...) makes params, log_lik and log_prior"
+            )
         if len(params) != n_chains:
             raise ValueError(
                 f"params is a list of {len(params)} starting dicts but n_chains={n_chains}: give one dict per chain "

@@ -551,10 +551,11 @@ def _check(
     )
 
 
-def _warn(result: StepsizeCheck, who: str, stacklevel: int) -> None:
-    """One StepsizeWarning saying what the check found: the stepsize too large, one shared
-    stepsize leaving a parameter mixing far slower, or both."""
-    parts = ([result.message(who)] if result.too_large else []) + ([result.mixing_message(who)] if result.slow_mixing else [])
+def _warn(result: StepsizeCheck, who: str, stacklevel: int, slack: float = 0.0) -> None:
+    """One StepsizeWarning saying what the check found: the stepsize too large (the sd off by more
+    than δ + ``slack``), one shared stepsize leaving a parameter mixing far slower, or both."""
+    too_large = not abs(result.sd_ratio - 1.0) <= result.distortion + slack
+    parts = ([result.message(who)] if too_large else []) + ([result.mixing_message(who)] if result.slow_mixing else [])
     if parts:
         warnings.warn(" ".join(parts), StepsizeWarning, stacklevel=stacklevel + 1)
 

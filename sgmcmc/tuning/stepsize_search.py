@@ -646,7 +646,7 @@ def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[
     models = {}
     for rows in batch_rows:
         sample = RowSample.draw(plain, check_rows(rows), seed)
-        models[rows] = MinibatchNoise(plain, point, sample, rows, displacements)
+        models[rows] = MinibatchNoise(plain, point, sample, rows, displacements, seed)
     return models
 
 
