@@ -41,7 +41,7 @@ def _first_non_finite_row(array: Any, chunk_rows: int) -> int | None:
     for. Other array-likes (h5py, zarr) are read block by block."""
     if isinstance(array, np.ndarray) and np.isfinite(array.min()) and np.isfinite(array.max()):
         return None
-    for start in range(0, len(array), chunk_rows):
+    for start in range(0, int(array.shape[0]), chunk_rows):
         finite = np.isfinite(np.asarray(array[start : start + chunk_rows]))
         rows = finite.reshape(len(finite), -1).all(axis=1)
         if not rows.all():
