@@ -22,9 +22,14 @@ pipeline block of SGLD with n = 1,000: capacity × 1,000) — seconds, medians o
   adopted       runs, each read one chunk of the trailing axes at a time, by h5py's low-level
                 ``DatasetID.read`` into one buffer (``sgmcmc.data.rows.take_rows``)
   adopted_getitem  the same read by ``entry[a:b, ...]``
+  adopted_1mb, adopted_16mb  reads of at most 1 or 16 MB (adopted: ``rows.SPAN_BYTES``, 4 MB)
   memmap        numpy gather from the memmap (the in-place path: the comparison)
   floor         reading every needed chunk once, raw (``read_direct_chunk``: no selection, no
                 copy into rows; contiguous: the memmap gather from the HDF5 file's own bytes)
+
+zarr (when installed; default compressor): ``zarr auto`` (zarr's chunk guess) and ``zarr rows``
+(``--chunk-rows`` × 54), gathered by ``adopted`` (zarr: one ``oindex`` selection of the distinct
+rows, which zarr groups by chunk) and ``spans`` (the h5py path: ``_take_by_spans`` by slices).
 
 SGLD: ``sgld_setup`` (logistic regression, n = 1,000, float32) then ``sample_chain`` of ``--iters``
 iterations, warm-up call first, medians of ``--repeats`` calls; µs per iteration and the ratio to
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -62,6 +68,27 @@ def timed(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def write_zarr(directory: str, x_path: str, y_path: str, chunk_rows: int) -> dict:
+    """zarr copies of the memmap (default compressor), or {} without zarr."""
+    try:
+        import zarr
+    except ImportError:
+        return {}
+    if not hasattr(zarr, "create_array"):  # zarr 2: not measured
+        return {}
+    x, y = np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
+    stores = {}
+    for name, (cx, cy) in {"auto": ("auto", "auto"), "rows": ((chunk_rows, D), (chunk_rows,))}.items():
+        path = os.path.join(directory, f"bench_h5_reads_{name}.zarr")
+        group = zarr.open_group(path, mode="w")
+        zx = group.create_array("X", shape=x.shape, dtype=x.dtype, chunks=cx)
+        zy = group.create_array("y", shape=y.shape, dtype=y.dtype, chunks=cy)
+        for a in range(0, len(x), 100_000):
+            zx[a : a + 100_000], zy[a : a + 100_000] = x[a : a + 100_000], y[a : a + 100_000]
+        stores[f"zarr {name}"] = ({"X": zx, "y": zy}, path)
+    return stores
 
 
 def write(directory: str, n_rows: int, chunk_rows: int) -> tuple[str, str, str]:
@@ -161,7 +188,7 @@ class _Sliced:
     """The entry without its low-level h5py handle: read by ``entry[a:b, ...]``."""
 
     def __init__(self, entry):
-        self.entry, self.shape, self.dtype, self.chunks = entry, entry.shape, entry.dtype, entry.chunks
+        self.entry, self.shape, self.dtype, self.chunks = entry, entry.shape, entry.dtype, tuple(entry.chunks or ()) or None
 
     def __getitem__(self, key):
         return self.entry[key]
@@ -171,11 +198,24 @@ def adopted_getitem(entry, idx):
     return rows_module.take_rows(_Sliced(entry), idx)
 
 
+def adopted_1mb(entry, idx):
+    return rows_module._take_by_spans(entry, idx, span_bytes=2**20)
+
+
+def adopted_16mb(entry, idx):
+    return rows_module._take_by_spans(entry, idx, span_bytes=16 * 2**20)
+
+
+_MAPPED: dict = {}
+
+
 def floor(entry, idx):
     """Every needed chunk read once, raw bytes (uncompressed here, so this is the storage read)."""
     if entry.chunks is None:  # contiguous: the file's own bytes, memmapped, gathered by numpy
-        data = np.memmap(entry.file.filename, entry.dtype, "r", entry.id.get_offset(), entry.shape)
-        return rows_module.take_rows(data, idx)
+        key = (entry.file.filename, entry.name)
+        if key not in _MAPPED:
+            _MAPPED[key] = np.memmap(entry.file.filename, entry.dtype, "r", entry.id.get_offset(), entry.shape)
+        return rows_module.take_rows(_MAPPED[key], idx)
     chunks = entry.chunks
     needed = np.unique(idx // chunks[0]) * chunks[0]
     grid = [range(0, s, c) for s, c in zip(entry.shape[1:], chunks[1:])]
@@ -185,8 +225,12 @@ def floor(entry, idx):
             entry.id.read_direct_chunk((start, *offsets))
 
 
+def spans(entry, idx):
+    return rows_module._take_by_spans(_Sliced(entry), idx)
+
+
 VARIANTS = {"fancy": fancy, "points": points, "chunk_select": chunk_select, "whole_chunks": whole_chunks,
-            "runs": runs, "adopted": adopted, "adopted_getitem": adopted_getitem, "floor": floor}
+            "runs": runs, "adopted": adopted, "adopted_getitem": adopted_getitem, "adopted_1mb": adopted_1mb, "adopted_16mb": adopted_16mb, "floor": floor}
 
 
 def main(argv=None) -> None:
@@ -207,15 +251,18 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     x_path, y_path, h5_path = write(args.dir, args.rows, args.chunk_rows)
     print(f"wrote the memmap and the HDF5 file in {time.perf_counter() - start:.1f} s")
+    zarrs = write_zarr(args.dir, x_path, y_path, args.chunk_rows)
     try:
-        run(args, x_path, y_path, h5_path)
+        run(args, x_path, y_path, h5_path, {k: v[0] for k, v in zarrs.items()})
     finally:
         if not args.keep:
             for path in (x_path, y_path, h5_path):
                 os.remove(path)
+            for _, path in zarrs.values():
+                shutil.rmtree(path)
 
 
-def run(args, x_path, y_path, h5_path) -> None:
+def run(args, x_path, y_path, h5_path, zarrs) -> None:
     from sgmcmc.data.minibatch import MinibatchIndices
     from sgmcmc.data.pipeline import iterations_per_block
 
@@ -233,6 +280,8 @@ def run(args, x_path, y_path, h5_path) -> None:
     print(f"\nGather of k random rows of X (and y), one call; seconds, medians of {args.repeats} "
           f"(k = {sizes[-1]}: one SGLD block, {capacity} iterations of n = 1,000)")
     print(f"{'layout':>7} {'variant':>15} " + " ".join(f"{k:>10}" for k in sizes))
+    for k in sizes:  # the memmap's pages mapped before timing (the first touch costs ~10x)
+        rows_module.take_rows(memmap["X"], calls[k])
     mm = [timed(lambda k=k: (rows_module.take_rows(memmap["X"], calls[k]), rows_module.take_rows(memmap["y"], calls[k])), args.repeats) for k in sizes]
     print(f"{'memmap':>7} {'':>15} " + " ".join(f"{t:10.4f}" for t in mm))
     for layout in LAYOUTS:
@@ -250,6 +299,15 @@ def run(args, x_path, y_path, h5_path) -> None:
                 t = timed(lambda: (fn(stores[layout]["X"], calls[k]), fn(stores[layout]["y"], calls[k])), reps)
                 cells.append(f"{t:10.4f}")
             print(f"{layout:>7} {name:>15} " + " ".join(cells), flush=True)
+    for layout, store in zarrs.items():
+        print(f"  {layout}: X chunks {store['X'].chunks}, y chunks {store['y'].chunks}, {store['X'].compressors}")
+        for name, fn in (("adopted", adopted), ("spans", spans)):
+            cells = []
+            for k in sizes:
+                assert np.array_equal(fn(store["X"], calls[k]), reference[k]), (layout, name, k)
+                t = timed(lambda: (fn(store["X"], calls[k]), fn(store["y"], calls[k])), args.repeats)
+                cells.append(f"{t:10.4f}")
+            print(f"{layout:>10} {name:>12} " + " ".join(cells), flush=True)
     if args.skip_sgld:
         return
     import sgmcmc
@@ -257,7 +315,7 @@ def run(args, x_path, y_path, h5_path) -> None:
 
     print(f"\nSGLD, n = 1,000, {args.iters} iterations a call; µs per iteration, medians of {args.repeats} calls")
     base = None
-    for name, data in [("memmap", memmap)] + [(f"h5 {n}", stores[n]) for n in LAYOUTS]:
+    for name, data in [("memmap", memmap)] + [(f"h5 {n}", stores[n]) for n in LAYOUTS] + list(zarrs.items()):
         sampler = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 1000, seed=1)
         sgmcmc.sample_chain(sampler, args.iters, verbose=False)
         t = timed(lambda: sgmcmc.sample_chain(sampler, args.iters, verbose=False), args.repeats) / args.iters * 1e6

@@ -84,7 +84,7 @@ def test_rows_equal_numpy_fancy_indexing(h5file, layout, row_shape):
         chunk_rows = entry.chunks[0] if entry.chunks else 16
         for indices in index_sets(rng, chunk_rows):
             expected = array[indices]
-            for got in (take_rows(entry, indices), rows_module._take_by_spans(entry, indices, block_bytes=20)):
+            for got in (take_rows(entry, indices), rows_module._take_by_spans(entry, indices, span_bytes=20)):
                 assert got.dtype == expected.dtype and got.shape == expected.shape, (name, indices[:5])
                 np.testing.assert_array_equal(got, expected, err_msg=f"{name}, indices {indices.ravel()[:8]}")
 
@@ -136,7 +136,7 @@ def test_reads_are_bounded_slices_and_no_chunk_is_read_twice(chunks):
     clusters = np.concatenate([rng.integers(0, 100, 50), rng.integers(3_900, 4_000, 50)])
     for indices, most in ((rng.integers(0, 4_000, 3_000), 4_000), (clusters, 200)):
         entry = Recorded(array, chunks)
-        np.testing.assert_array_equal(rows_module._take_by_spans(entry, indices, block_bytes=4_800), array[indices])
+        np.testing.assert_array_equal(rows_module._take_by_spans(entry, indices, span_bytes=4_800), array[indices])
         spans: dict[int, list] = {}
         for key in entry.reads:
             rows, columns = key[0], key[1] if len(key) > 1 else slice(0, 6)

@@ -157,6 +157,10 @@ def _take_sorted(entry: Any, indices: np.ndarray) -> np.ndarray:
 #: a contiguous h5py dataset in the page cache, benchmarks/bench_h5_reads.py).
 GAP_BYTES = 64 * 2**10
 
+#: Most bytes of one read of an on-disk store's rows (one chunk of the trailing axes): bounds the
+#: extra memory, and keeps the rows gathered from it in the CPU's cache.
+SPAN_BYTES = 4 * 2**20
+
 
 def _chunk_shape(entry: Any) -> tuple[int, ...] | None:
     """The store's chunk shape (h5py ``Dataset.chunks``; a tuple of ints), or None when it is not
@@ -195,25 +199,26 @@ def _spans(rows: np.ndarray, gap: int, max_rows: int) -> tuple[np.ndarray, np.nd
     return starts, np.append(starts[1:], rows.size)
 
 
-def _slice_reader(entry: Any, row_shape: tuple[int, ...]):
-    """``read(first, stop, key, buffer)``: rows ``first:stop`` of ``entry`` at ``key`` (slices of
-    the trailing axes) as an array, in ``buffer`` (flat, big enough) where it can. An h5py
-    ``Dataset`` is read through its low-level ``DatasetID.read`` of a hyperslab (~3x less time a
-    call than ``entry[a:b]``, whose selection is built in Python); anything else by slicing."""
+def _slice_reader(entry: Any):
+    """``read(first, stop, key, block)``: rows ``first:stop`` of ``entry`` at ``key`` (slices of
+    the trailing axes) into ``block``. An h5py ``Dataset`` is read through its low-level
+    ``DatasetID.read`` of a hyperslab (~3x less time a call than ``entry[a:b]``, whose selection
+    is built in Python, and no new array); anything else by slicing."""
     dataset_id = getattr(entry, "id", None)
     if not (hasattr(dataset_id, "read") and hasattr(dataset_id, "get_space")):
-        return lambda first, stop, key, buffer: np.asarray(entry[(slice(first, stop), *key)])
+
+        def read_slice(first: int, stop: int, key: tuple[slice, ...], block: np.ndarray) -> None:
+            block[...] = np.asarray(entry[(slice(first, stop), *key)])
+
+        return read_slice
     from h5py import h5s
 
     space = dataset_id.get_space()
 
-    def read(first: int, stop: int, key: tuple[slice, ...], buffer: np.ndarray) -> np.ndarray:
-        rest = row_shape[len(key) :]
-        shape = (stop - first, *(k.stop - k.start for k in key), *rest)
-        block = buffer[: int(np.prod(shape, dtype=np.int64))].reshape(shape)
-        space.select_hyperslab((first, *(k.start for k in key), *(0 for _ in rest)), shape)
-        dataset_id.read(h5s.create_simple(shape), space, block)
-        return block
+    def read(first: int, stop: int, key: tuple[slice, ...], block: np.ndarray) -> None:
+        start = (first, *(k.start for k in key), *(0 for _ in block.shape[1 + len(key) :]))
+        space.select_hyperslab(start, block.shape)
+        dataset_id.read(h5s.create_simple(block.shape), space, block)
 
     return read
 
@@ -224,14 +229,14 @@ def _items(array: np.ndarray) -> np.ndarray:
     return array if items is None else items
 
 
-def _take_by_spans(entry: Any, indices: np.ndarray, block_bytes: int = BLOCK_BYTES) -> np.ndarray:
+def _take_by_spans(entry: Any, indices: np.ndarray, span_bytes: int | None = None) -> np.ndarray:
     """Rows of an on-disk store that reads slices well and scattered rows badly (h5py: its
     selection of k rows costs ~k², 20,000 rows 20 s). The requested rows are sorted (duplicates
     kept) and cut into spans of nearby rows (:func:`_spans`: the rows of one store chunk are
     always in one span, so no chunk is read twice); each span is read by one slice per chunk of
     the trailing axes (:func:`_pieces`) and its rows put where they were asked for. Time is linear
     in the rows read; the result equals numpy's ``entry[indices]``. Extra memory: the rows, and
-    one piece of at most ``block_bytes`` (or one store chunk, if larger)."""
+    one piece of at most ``span_bytes`` (:data:`SPAN_BYTES`; or one store chunk, if larger)."""
     shape = tuple(int(s) for s in entry.shape)
     dtype = np.dtype(entry.dtype)
     row_shape = shape[1:]
@@ -239,7 +244,7 @@ def _take_by_spans(entry: Any, indices: np.ndarray, block_bytes: int = BLOCK_BYT
     out = np.empty((flat.size, *row_shape), dtype)
     if flat.size == 0 or out.size == 0:
         return out.reshape(*np.shape(indices), *row_shape)
-    order = np.argsort(flat, kind="stable")
+    order = np.argsort(flat)  # equal rows get equal values: any order among them will do
     rows = flat[order]
     if rows[0] < 0 or rows[-1] >= shape[0]:
         bad = rows[0] if rows[0] < 0 else rows[-1]
@@ -247,22 +252,32 @@ def _take_by_spans(entry: Any, indices: np.ndarray, block_bytes: int = BLOCK_BYT
     chunks = _chunk_shape(entry)
     chunk_rows = chunks[0] if chunks else 1
     pieces = _pieces(shape, chunks)
-    row_size = int(np.prod(row_shape, dtype=np.int64))
-    piece_size = int(np.prod([k.stop - k.start for k in pieces[0]] + list(row_shape[len(pieces[0]) :]), dtype=np.int64))
-    max_rows = -(-max(1, block_bytes // (piece_size * dtype.itemsize)) // chunk_rows) * chunk_rows
-    starts, ends = _spans(rows, max(chunk_rows, GAP_BYTES // (row_size * dtype.itemsize)), max_rows)
+    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+    piece_shapes = [(*(k.stop - k.start for k in key), *row_shape[len(key) :]) for key in pieces]
+    piece_size = int(np.prod(piece_shapes[0], dtype=np.int64))  # the first piece is the largest
+    span_rows = max(1, (SPAN_BYTES if span_bytes is None else span_bytes) // (piece_size * dtype.itemsize))
+    starts, ends = _spans(rows, max(chunk_rows, GAP_BYTES // row_bytes), -(-span_rows // chunk_rows) * chunk_rows)
     firsts, stops = rows[starts], rows[ends - 1] + 1
     buffer = np.empty(int((stops - firsts).max()) * piece_size, dtype)
-    read = _slice_reader(entry, row_shape)
-    ordered = out if len(pieces) == 1 else np.empty_like(out)  # rows in sorted order, put back at the end
+    read = _slice_reader(entry)
+    # one item per row of a piece (a 1-d entry: its own values)
+    items = [np.dtype((np.void, int(np.prod(p, dtype=np.int64)) * dtype.itemsize)) if row_shape else dtype for p in piece_shapes]
+    if len(pieces) == 1:  # each span's rows go straight to where they were asked for
+        targets = [_items(out)]
+    else:  # each piece's rows are written into the rows in sorted order, put back at the end
+        ordered = np.empty_like(out)
+        targets = [_rows_as_items(ordered[(slice(None), *key)]) for key in pieces]
     for s, e, first, stop in zip(starts.tolist(), ends.tolist(), firsts.tolist(), stops.tolist()):
         local = rows[s:e] - first
-        for key in pieces:
-            block = read(first, stop, key, buffer)
+        for key, piece_shape, item, target in zip(pieces, piece_shapes, items, targets):
+            flat_block = buffer[: (stop - first) * item.itemsize // dtype.itemsize]
+            read(first, stop, key, flat_block.reshape(stop - first, *piece_shape))
             if len(pieces) == 1:
-                _items(out)[order[s:e]] = _items(block)[local]
+                target[order[s:e]] = flat_block.view(item)[local]
+            elif target is None:  # a piece not contiguous within the row
+                ordered[(slice(s, e), *key)] = flat_block.reshape(stop - first, *piece_shape)[local]
             else:
-                ordered[(slice(s, e), *key)] = block[local]
+                target[s:e] = flat_block.view(item)[local]
     if len(pieces) > 1:
         _items(out)[order] = _items(ordered)
     return out.reshape(*np.shape(indices), *row_shape)
