@@ -29,7 +29,8 @@ pipeline block of SGLD with n = 1,000: capacity × 1,000) — seconds, medians o
 
 zarr (when installed; default compressor): ``zarr auto`` (zarr's chunk guess) and ``zarr rows``
 (``--chunk-rows`` × 54), gathered by ``adopted`` (zarr: one ``oindex`` selection of the distinct
-rows, which zarr groups by chunk) and ``spans`` (the h5py path: ``_take_by_spans`` by slices).
+rows, which zarr groups by chunk) and ``spans`` (the h5py path: ``_take_by_spans`` by slices);
+``floor``: every needed chunk row read (so decoded) once by one slice.
 
 SGLD: ``sgld_setup`` (logistic regression, n = 1,000, float32) then ``sample_chain`` of ``--iters``
 iterations, warm-up call first, medians of ``--repeats`` calls; µs per iteration and the ratio to
@@ -70,6 +71,23 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+class _Sized:
+    """A zarr 3 ``Array`` that ``len()`` works on: ``check_dataset``'s NaN scan calls ``len(entry)``,
+    which zarr 3 arrays refuse (reported; ``checks/data.py`` is not this benchmark's to change)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __getattr__(self, name):
+        return getattr(self._array, name)
+
+    def __getitem__(self, key):
+        return self._array[key]
+
+    def __len__(self):
+        return self._array.shape[0]
+
+
 def write_zarr(directory: str, x_path: str, y_path: str, chunk_rows: int) -> dict:
     """zarr copies of the memmap (default compressor), or {} without zarr."""
     try:
@@ -87,7 +105,7 @@ def write_zarr(directory: str, x_path: str, y_path: str, chunk_rows: int) -> dic
         zy = group.create_array("y", shape=y.shape, dtype=y.dtype, chunks=cy)
         for a in range(0, len(x), 100_000):
             zx[a : a + 100_000], zy[a : a + 100_000] = x[a : a + 100_000], y[a : a + 100_000]
-        stores[f"zarr {name}"] = ({"X": zx, "y": zy}, path)
+        stores[f"zarr {name}"] = ({"X": _Sized(zx), "y": _Sized(zy)}, path)
     return stores
 
 
@@ -229,6 +247,13 @@ def spans(entry, idx):
     return rows_module._take_by_spans(_Sliced(entry), idx)
 
 
+def zarr_floor(entry, idx):
+    """Every needed chunk read and decoded once: one slice per needed chunk row, all columns."""
+    c = entry.chunks[0]
+    for start in (np.unique(idx // c) * c).tolist():
+        entry[start : start + c]
+
+
 VARIANTS = {"fancy": fancy, "points": points, "chunk_select": chunk_select, "whole_chunks": whole_chunks,
             "runs": runs, "adopted": adopted, "adopted_getitem": adopted_getitem, "adopted_1mb": adopted_1mb, "adopted_16mb": adopted_16mb, "floor": floor}
 
@@ -301,10 +326,11 @@ def run(args, x_path, y_path, h5_path, zarrs) -> None:
             print(f"{layout:>7} {name:>15} " + " ".join(cells), flush=True)
     for layout, store in zarrs.items():
         print(f"  {layout}: X chunks {store['X'].chunks}, y chunks {store['y'].chunks}, {store['X'].compressors}")
-        for name, fn in (("adopted", adopted), ("spans", spans)):
+        for name, fn in (("adopted", adopted), ("spans", spans), ("floor", zarr_floor)):
             cells = []
             for k in sizes:
-                assert np.array_equal(fn(store["X"], calls[k]), reference[k]), (layout, name, k)
+                got = fn(store["X"], calls[k])
+                assert name == "floor" or np.array_equal(got, reference[k]), (layout, name, k)
                 t = timed(lambda: (fn(store["X"], calls[k]), fn(store["y"], calls[k])), args.repeats)
                 cells.append(f"{t:10.4f}")
             print(f"{layout:>10} {name:>12} " + " ".join(cells), flush=True)
