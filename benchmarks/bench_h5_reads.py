@@ -22,7 +22,7 @@ pipeline block of SGLD with n = 1,000: capacity × 1,000) — seconds, medians o
   adopted       runs, each read one chunk of the trailing axes at a time, by h5py's low-level
                 ``DatasetID.read`` into one buffer (``sgmcmc.data.rows.take_rows``)
   adopted_getitem  the same read by ``entry[a:b, ...]``
-  adopted_1mb, adopted_16mb  reads of at most 1 or 16 MB (adopted: ``rows.SPAN_BYTES``, 4 MB)
+  adopted_4mb, adopted_16mb  reads of at most 4 or 16 MB (adopted: ``rows.SPAN_BYTES``, 1 MB)
   memmap        numpy gather from the memmap (the in-place path: the comparison)
   floor         reading every needed chunk once, raw (``read_direct_chunk``: no selection, no
                 copy into rows; contiguous: the memmap gather from the HDF5 file's own bytes)
@@ -30,11 +30,11 @@ pipeline block of SGLD with n = 1,000: capacity × 1,000) — seconds, medians o
 zarr (when installed; default compressor): ``zarr auto`` (zarr's chunk guess) and ``zarr rows``
 (``--chunk-rows`` × 54), gathered by ``adopted`` (zarr: one ``oindex`` selection of the distinct
 rows, which zarr groups by chunk) and ``spans`` (the h5py path: ``_take_by_spans`` by slices);
-``floor``: every needed chunk row read (so decoded) once by one slice.
+``floor``: every needed chunk's file read and zstd-decoded once, by hand (nothing assembled).
 
 SGLD: ``sgld_setup`` (logistic regression, n = 1,000, float32) then ``sample_chain`` of ``--iters``
-iterations, warm-up call first, medians of ``--repeats`` calls; µs per iteration and the ratio to
-the memmap's (target ≤ 3×). All in one process.
+iterations, a warm-up call each first, then ``--repeats`` rounds timing one call of every store in
+turn; µs per iteration (medians) and the ratio to the memmap's (target ≤ 3×). All in one process.
 
 Usage: python benchmarks/bench_h5_reads.py [--dir /tmp] [--rows 1000000] [--iters 1000]
        [--repeats 3] [--chunk-rows 1024] [--fancy-max 20000] [--skip-sgld] [--keep]
@@ -43,6 +43,7 @@ Usage: python benchmarks/bench_h5_reads.py [--dir /tmp] [--rows 1000000] [--iter
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -56,27 +57,19 @@ sys.path.insert(0, HERE)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
+from profile_pipeline import median_time as timed  # noqa: E402
 from sgmcmc.data import rows as rows_module  # noqa: E402
 
 D = 54
 LAYOUTS = ("auto", "rows", "contig")
 
 
-def timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 class _Sized:
     """A zarr 3 ``Array`` that ``len()`` works on: ``check_dataset``'s NaN scan calls ``len(entry)``,
     which zarr 3 arrays refuse (reported; ``checks/data.py`` is not this benchmark's to change)."""
 
-    def __init__(self, array):
-        self._array = array
+    def __init__(self, array, directory: str):
+        self._array, self.directory = array, directory  # the array's own folder (its chunk files)
 
     def __getattr__(self, name):
         return getattr(self._array, name)
@@ -105,7 +98,7 @@ def write_zarr(directory: str, x_path: str, y_path: str, chunk_rows: int) -> dic
         zy = group.create_array("y", shape=y.shape, dtype=y.dtype, chunks=cy)
         for a in range(0, len(x), 100_000):
             zx[a : a + 100_000], zy[a : a + 100_000] = x[a : a + 100_000], y[a : a + 100_000]
-        stores[f"zarr {name}"] = ({"X": _Sized(zx), "y": _Sized(zy)}, path)
+        stores[f"zarr {name}"] = ({"X": _Sized(zx, os.path.join(path, "X")), "y": _Sized(zy, os.path.join(path, "y"))}, path)
     return stores
 
 
@@ -216,8 +209,8 @@ def adopted_getitem(entry, idx):
     return rows_module.take_rows(_Sliced(entry), idx)
 
 
-def adopted_1mb(entry, idx):
-    return rows_module._take_by_spans(entry, idx, span_bytes=2**20)
+def adopted_4mb(entry, idx):
+    return rows_module._take_by_spans(entry, idx, span_bytes=4 * 2**20)
 
 
 def adopted_16mb(entry, idx):
@@ -248,14 +241,21 @@ def spans(entry, idx):
 
 
 def zarr_floor(entry, idx):
-    """Every needed chunk read and decoded once: one slice per needed chunk row, all columns."""
-    c = entry.chunks[0]
-    for start in (np.unique(idx // c) * c).tolist():
-        entry[start : start + c]
+    """Every needed chunk read and decoded once, by hand: its file's bytes and zstd (the default
+    codec of the arrays written here), sequentially, nothing assembled."""
+    from numcodecs import Zstd
+
+    codec, chunks = Zstd(), entry.chunks
+    grid = [range(-(-s // c)) for s, c in zip(entry.shape[1:], chunks[1:])]
+    inner = np.stack(np.meshgrid(*grid, indexing="ij"), -1).reshape(-1, len(grid)) if grid else np.zeros((1, 0), int)
+    for row in np.unique(idx // chunks[0]).tolist():
+        for rest in inner.tolist():
+            with open(os.path.join(entry.directory, "c", *map(str, (row, *rest))), "rb") as f:
+                codec.decode(f.read())
 
 
 VARIANTS = {"fancy": fancy, "points": points, "chunk_select": chunk_select, "whole_chunks": whole_chunks,
-            "runs": runs, "adopted": adopted, "adopted_getitem": adopted_getitem, "adopted_1mb": adopted_1mb, "adopted_16mb": adopted_16mb, "floor": floor}
+            "runs": runs, "adopted": adopted, "adopted_getitem": adopted_getitem, "adopted_4mb": adopted_4mb, "adopted_16mb": adopted_16mb, "floor": floor}
 
 
 def main(argv=None) -> None:
@@ -287,6 +287,11 @@ def main(argv=None) -> None:
                 shutil.rmtree(path)
 
 
+def both(fn, store, idx):
+    """A call of ``fn`` on X and on y, as the sampler gathers every entry."""
+    return lambda: (fn(store["X"], idx), fn(store["y"], idx))
+
+
 def run(args, x_path, y_path, h5_path, zarrs) -> None:
     from sgmcmc.data.minibatch import MinibatchIndices
     from sgmcmc.data.pipeline import iterations_per_block
@@ -307,7 +312,7 @@ def run(args, x_path, y_path, h5_path, zarrs) -> None:
     print(f"{'layout':>7} {'variant':>15} " + " ".join(f"{k:>10}" for k in sizes))
     for k in sizes:  # the memmap's pages mapped before timing (the first touch costs ~10x)
         rows_module.take_rows(memmap["X"], calls[k])
-    mm = [timed(lambda k=k: (rows_module.take_rows(memmap["X"], calls[k]), rows_module.take_rows(memmap["y"], calls[k])), args.repeats) for k in sizes]
+    mm = [timed(both(rows_module.take_rows, memmap, calls[k]), args.repeats) for k in sizes]
     print(f"{'memmap':>7} {'':>15} " + " ".join(f"{t:10.4f}" for t in mm))
     for layout in LAYOUTS:
         for name in names:
@@ -321,7 +326,7 @@ def run(args, x_path, y_path, h5_path, zarrs) -> None:
                 if name != "floor":
                     assert np.array_equal(got, reference[k]), (layout, name, k)
                 reps = 1 if name in ("fancy", "points") and k > 1000 else args.repeats
-                t = timed(lambda: (fn(stores[layout]["X"], calls[k]), fn(stores[layout]["y"], calls[k])), reps)
+                t = timed(both(fn, stores[layout], calls[k]), reps)
                 cells.append(f"{t:10.4f}")
             print(f"{layout:>7} {name:>15} " + " ".join(cells), flush=True)
     for layout, store in zarrs.items():
@@ -331,7 +336,7 @@ def run(args, x_path, y_path, h5_path, zarrs) -> None:
             for k in sizes:
                 got = fn(store["X"], calls[k])
                 assert name == "floor" or np.array_equal(got, reference[k]), (layout, name, k)
-                t = timed(lambda: (fn(store["X"], calls[k]), fn(store["y"], calls[k])), args.repeats)
+                t = timed(both(fn, store, calls[k]), args.repeats)
                 cells.append(f"{t:10.4f}")
             print(f"{layout:>10} {name:>12} " + " ".join(cells), flush=True)
     if args.skip_sgld:
@@ -339,14 +344,22 @@ def run(args, x_path, y_path, h5_path, zarrs) -> None:
     import sgmcmc
     from logreg_model import log_lik, log_prior, start
 
-    print(f"\nSGLD, n = 1,000, {args.iters} iterations a call; µs per iteration, medians of {args.repeats} calls")
-    base = None
-    for name, data in [("memmap", memmap)] + [(f"h5 {n}", stores[n]) for n in LAYOUTS] + list(zarrs.items()):
-        sampler = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 1000, seed=1)
-        sgmcmc.sample_chain(sampler, args.iters, verbose=False)
-        t = timed(lambda: sgmcmc.sample_chain(sampler, args.iters, verbose=False), args.repeats) / args.iters * 1e6
-        base = base or t
-        print(f"{name:>10}: {t:9.1f} µs/it  ({t / base:.2f}x the memmap's)", flush=True)
+    print(f"\nSGLD, n = 1,000, {args.iters} iterations a call; µs per iteration, medians of {args.repeats} "
+          "rounds (each round times one call of every store in turn)")
+    named = [("memmap", memmap)] + [(f"h5 {n}", stores[n]) for n in LAYOUTS] + list(zarrs.items())
+    samplers = {}
+    for name, data in named:
+        samplers[name] = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 1000, seed=1)
+        sgmcmc.sample_chain(samplers[name], args.iters, verbose=False)  # compiled, blocks allocated
+    times: dict = {name: [] for name in samplers}
+    for _ in range(args.repeats):
+        for name, sampler in samplers.items():
+            times[name].append(timed(functools.partial(sgmcmc.sample_chain, sampler, args.iters, verbose=False), 1))
+    base = statistics.median(times["memmap"])
+    for name in samplers:
+        t = statistics.median(times[name])
+        cells = " ".join(f"{x / args.iters * 1e6:.0f}" for x in times[name])
+        print(f"{name:>10}: {t / args.iters * 1e6:9.1f} µs/it  ({t / base:.2f}x the memmap's; rounds {cells})", flush=True)
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

@@ -8,6 +8,7 @@ once, the repeats left unwritten) — both fail ``test_rows_equal_numpy_fancy_in
 
 from __future__ import annotations
 
+import itertools
 import time
 import zlib
 
@@ -151,7 +152,7 @@ def test_reads_are_bounded_slices_and_no_chunk_is_read_twice(chunks):
             assert covered.max() == 1 and covered.sum() <= most
             if chunks:
                 chunk_ids = [(a // chunks[0], (b - 1) // chunks[0]) for a, b in sorted(piece)]
-                assert all(prev[1] < nxt[0] for prev, nxt in zip(chunk_ids, chunk_ids[1:])), chunk_ids
+                assert all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(chunk_ids)), chunk_ids
 
 
 def test_out_of_range_rows_are_refused(h5file):
@@ -204,7 +205,7 @@ def test_sgld_on_h5py_gives_the_numpy_chain(tmp_path, replace):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((300, 3))
     y = x @ np.array([0.5, -1.0, 2.0]) + rng.standard_normal(300)
-    settings = dict(minibatch_size=40, n_iters=150, verbose=False, seed=9, minibatch_replace=replace)
+    settings = {"minibatch_size": 40, "n_iters": 150, "verbose": False, "seed": 9, "minibatch_replace": replace}
     start = {"b": np.zeros(3, np.float32)}
     expected = sgmcmc.sgld(log_lik, {"x": x, "y": y}, start, 1e-4, **settings)["b"]
     with h5py.File(tmp_path / "d.h5", "w") as f:
