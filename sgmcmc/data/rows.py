@@ -158,9 +158,9 @@ def _take_sorted(entry: Any, indices: np.ndarray) -> np.ndarray:
 GAP_BYTES = 64 * 2**10
 
 #: Most bytes of one read of an on-disk store's rows (one chunk of the trailing axes): bounds the
-#: extra memory, and keeps the rows gathered from it in the CPU's cache (1 MB took 0.66-0.87x the
-#: time of 4 MB on h5py's chunk guess for 10^6 x 54 float32, and no longer on the other layouts;
-#: benchmarks/bench_h5_reads.py).
+#: extra memory, and keeps the rows gathered from it in the CPU's cache (1 MB took 0.4-0.8x the
+#: time of 4 MB on h5py's chunk guess for 10^6 x 54 float32, the same within noise on the other
+#: layouts; benchmarks/bench_h5_reads.py).
 SPAN_BYTES = 2**20
 
 
