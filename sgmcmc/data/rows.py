@@ -210,7 +210,7 @@ def _slice_reader(entry: Any):
     if not (hasattr(dataset_id, "read") and hasattr(dataset_id, "get_space")):
 
         def read_slice(first: int, stop: int, key: tuple[slice, ...], block: np.ndarray) -> None:
-            block[...] = np.asarray(entry[(slice(first, stop), *key)])
+            block[...] = np.asarray(entry[(slice(first, stop), *key)] if key else entry[first:stop])
 
         return read_slice
     from h5py import h5s
