@@ -9,8 +9,11 @@ cast to the model dtype on the way out. Extra memory is the gathered rows, O(chu
 Gathering uses numpy fancy indexing on a view that makes each row one item (a row of 55 float32
 is one 220-byte item), which measured 18 µs for 500 random rows of a 581,012 × 55 array against
 24 µs for ``np.take(axis=0)`` and 39 µs for plain fancy indexing (benchmarks/gather_host.py).
-Array-likes that are not numpy arrays (h5py, zarr) are read at sorted, distinct indices — what
-h5py requires, and what keeps a disk's reads in order — then put back in draw order. Memmapped
+Array-likes that are not numpy arrays are read by chunks, in sorted order (what keeps a disk's
+reads in order), then put back in draw order: h5py datasets (and any other array-like) by one
+slice per span of nearby rows and chunk of the trailing axes (:func:`_take_by_spans`; h5py's own
+selection of k random rows costs ~k²), zarr arrays by one orthogonal selection of the distinct
+rows, which zarr groups by chunk itself. Time is linear in the rows read. Memmapped
 entries are advised for random access, each streamed block for sequential access while it is
 read (:func:`advise`: 100x on random rows, 20x on passes, measured on data larger than memory).
 """
@@ -114,7 +117,9 @@ def take_rows(entry: Any, indices: np.ndarray) -> np.ndarray:
         return take_rows(entry.base, indices).astype(entry.dtype)
     if isinstance(entry, np.ndarray):
         return _take_from_array(entry, indices)
-    return _take_sorted(entry, indices)
+    if hasattr(entry, "oindex"):  # zarr
+        return _take_sorted(entry, indices)
+    return _take_by_spans(entry, indices)
 
 
 def _rows_as_items(array: np.ndarray) -> np.ndarray | None:
@@ -139,9 +144,151 @@ def _take_from_array(array: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 
 def _take_sorted(entry: Any, indices: np.ndarray) -> np.ndarray:
+    """Rows of a zarr ``Array`` (anything with ``oindex``): one orthogonal selection of the
+    sorted distinct rows, which zarr groups by chunk itself (each needed chunk read and decoded
+    once), then put back in draw order."""
     unique, inverse = np.unique(indices, return_inverse=True)
-    values = np.asarray(entry[unique])
+    values = np.asarray(entry.oindex[unique])
     return values[inverse.reshape(indices.shape)]
+
+
+#: Two needed rows of a store closer than this many bytes are read by one slice (reading the
+#: rows between costs less than another call: ~17 µs a call against ~27 ns a 216-byte row for
+#: a contiguous h5py dataset in the page cache, benchmarks/bench_h5_reads.py).
+GAP_BYTES = 64 * 2**10
+
+#: Most bytes of one read of an on-disk store's rows (one chunk of the trailing axes): bounds the
+#: extra memory, and keeps the rows gathered from it in the CPU's cache (1 MB took 0.4-0.8x the
+#: time of 4 MB on h5py's chunk guess for 10^6 x 54 float32, the same within noise on the other
+#: layouts; benchmarks/bench_h5_reads.py).
+SPAN_BYTES = 2**20
+
+
+def _chunk_shape(entry: Any) -> tuple[int, ...] | None:
+    """The store's chunk shape (h5py ``Dataset.chunks``; a tuple of ints), or None when it is not
+    chunked (a contiguous h5py dataset) or does not say."""
+    chunks = getattr(entry, "chunks", None)
+    if not isinstance(chunks, tuple) or len(chunks) != len(entry.shape):
+        return None
+    if not all(isinstance(c, (int, np.integer)) and c > 0 for c in chunks):
+        return None
+    return tuple(int(c) for c in chunks)
+
+
+def _pieces(shape: tuple[int, ...], chunks: tuple[int, ...] | None) -> list[tuple[slice, ...]]:
+    """The parts of a row read by separate calls: one per chunk of the trailing axes, so that each
+    store chunk is copied into contiguous memory. (HDF5 copying a chunk of one column into the
+    column of row-major rows was ~8x slower than reading the column by itself.)"""
+    if chunks is None or all(c >= s for c, s in zip(chunks[1:], shape[1:])):
+        return [()]
+    grids = [[slice(a, min(a + c, s)) for a in range(0, s, c)] for c, s in zip(chunks[1:], shape[1:])]
+    keys: list[tuple[slice, ...]] = [()]
+    for grid in grids:
+        keys = [key + (part,) for key in keys for part in grid]
+    return keys
+
+
+def _spans(rows: np.ndarray, gap: int, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the sorted ``rows`` split into spans read by one slice each: a new span starts where
+    the next needed row is more than ``gap`` rows on, and at every multiple of ``max_rows``.
+    Returns the positions in ``rows`` where spans start and end."""
+    new = np.empty(rows.size, bool)
+    new[0] = True
+    np.greater(np.diff(rows), gap, out=new[1:])
+    bucket = rows // max_rows
+    new[1:] |= bucket[1:] != bucket[:-1]
+    starts = np.flatnonzero(new)
+    return starts, np.append(starts[1:], rows.size)
+
+
+def _slice_reader(entry: Any):
+    """``read(first, stop, key, block)``: rows ``first:stop`` of ``entry`` at ``key`` (slices of
+    the trailing axes) into ``block``. An h5py ``Dataset`` is read through its low-level
+    ``DatasetID.read`` of a hyperslab (~3x less time a call than ``entry[a:b]``, whose selection
+    is built in Python, and no new array); anything else by slicing."""
+    dataset_id = getattr(entry, "id", None)
+    if not (hasattr(dataset_id, "read") and hasattr(dataset_id, "get_space")):
+
+        def read_slice(first: int, stop: int, key: tuple[slice, ...], block: np.ndarray) -> None:
+            block[...] = np.asarray(entry[(slice(first, stop), *key)] if key else entry[first:stop])
+
+        return read_slice
+    from h5py import h5s
+
+    space = dataset_id.get_space()
+
+    def read(first: int, stop: int, key: tuple[slice, ...], block: np.ndarray) -> None:
+        start = (first, *(k.start for k in key), *(0 for _ in block.shape[1 + len(key) :]))
+        space.select_hyperslab(start, block.shape)
+        dataset_id.read(h5s.create_simple(block.shape), space, block)
+
+    return read
+
+
+def _row_items(array: np.ndarray) -> np.ndarray | None:
+    """``array``'s rows as a 1-D array of items: the array itself when 1-D, its elements when a
+    row has one (a ``void`` of 4 bytes copied ~1.6x slower than a float32), else one ``void``
+    item per row (:func:`_rows_as_items`; None when a row is not contiguous)."""
+    if array.ndim == 1:
+        return array
+    if all(s == 1 for s in array.shape[1:]):
+        return np.squeeze(array, axis=tuple(range(1, array.ndim)))
+    return _rows_as_items(array)
+
+
+def _take_by_spans(entry: Any, indices: np.ndarray, span_bytes: int | None = None) -> np.ndarray:
+    """Rows of an on-disk store that reads slices well and scattered rows badly (h5py: its
+    selection of k rows costs ~k², 20,000 rows 20 s). The requested rows are sorted (duplicates
+    kept) and cut into spans of nearby rows (:func:`_spans`: the rows of one store chunk are
+    always in one span, so no chunk is read twice); each span is read by one slice per chunk of
+    the trailing axes (:func:`_pieces`) and its rows put where they were asked for. Time is linear
+    in the rows read; the result equals numpy's ``entry[indices]``. Extra memory: the rows, and
+    one piece of at most ``span_bytes`` (:data:`SPAN_BYTES`; or one store chunk, if larger)."""
+    shape = tuple(int(s) for s in entry.shape)
+    dtype = np.dtype(entry.dtype)
+    row_shape = shape[1:]
+    flat = np.asarray(indices, np.int64).reshape(-1)
+    out = np.empty((flat.size, *row_shape), dtype)
+    if flat.size == 0 or out.size == 0:
+        return out.reshape(*np.shape(indices), *row_shape)
+    order = np.argsort(flat)  # equal rows get equal values: any order among them will do
+    rows = flat[order]
+    if rows[0] < 0 or rows[-1] >= shape[0]:
+        bad = rows[0] if rows[0] < 0 else rows[-1]
+        raise IndexError(f"row {bad} is out of range for an entry of {shape[0]} rows")
+    chunks = _chunk_shape(entry)
+    chunk_rows = chunks[0] if chunks else 1
+    pieces = _pieces(shape, chunks)
+    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+    piece_shapes = [(*(k.stop - k.start for k in key), *row_shape[len(key) :]) for key in pieces]
+    piece_size = int(np.prod(piece_shapes[0], dtype=np.int64))  # the first piece is the largest
+    span_rows = max(1, (SPAN_BYTES if span_bytes is None else span_bytes) // (piece_size * dtype.itemsize))
+    starts, ends = _spans(rows, max(chunk_rows, GAP_BYTES // row_bytes), -(-span_rows // chunk_rows) * chunk_rows)
+    firsts, stops = rows[starts], rows[ends - 1] + 1
+    buffer = np.empty(int((stops - firsts).max()) * piece_size, dtype)
+    read = _slice_reader(entry)
+    # a row of a piece as one item, as _row_items makes them
+    sizes = [int(np.prod(p, dtype=np.int64)) for p in piece_shapes]
+    items = [dtype if size == 1 else np.dtype((np.void, size * dtype.itemsize)) for size in sizes]
+    if len(pieces) == 1:  # each span's rows go straight to where they were asked for
+        targets = [_row_items(out)]
+    else:  # each piece's rows are written into the rows in sorted order, put back at the end
+        ordered = np.empty_like(out)
+        targets = [_row_items(ordered[(slice(None), *key)]) for key in pieces]
+    for s, e, first, stop in zip(starts.tolist(), ends.tolist(), firsts.tolist(), stops.tolist()):
+        local = rows[s:e] - first
+        for key, piece_shape, size, item, target in zip(pieces, piece_shapes, sizes, items, targets):
+            flat_block = buffer[: (stop - first) * size]
+            read(first, stop, key, flat_block.reshape(stop - first, *piece_shape))
+            if len(pieces) == 1:
+                target[order[s:e]] = flat_block.view(item)[local]
+            elif target is None:  # a piece not contiguous within the row
+                ordered[(slice(s, e), *key)] = flat_block.reshape(stop - first, *piece_shape)[local]
+            else:
+                target[s:e] = flat_block.view(item)[local]
+    if len(pieces) > 1:
+        _row_items(out)[order] = _row_items(ordered)
+    return out.reshape(*np.shape(indices), *row_shape)
 
 
 class CastEntry:
