@@ -110,7 +110,7 @@ def _sgld_largest_stable(A):
     for k in range(6, 11):
         try:
             x = _run("sgld", A, stepsize=2.0**-k)
-        except sgmcmc.DivergenceError:
+        except (sgmcmc.DivergenceError, sgmcmc.StepsizeError):  # diverged, or refused as beyond the limit
             continue
         if np.all(np.isfinite(x)) and np.max(np.abs(x)) < 1e6:
             return 2.0**-k, x

@@ -188,12 +188,16 @@ def test_ill_conditioned(tmp_path):
     # 1, 11, 21, 31, 41: OSGLD (auto burn-in at 1,550-1,580) worst mean error 0.11-0.19 sd, sd error
     # 0.06-0.09; HAMCMC (default memory) 0.09-0.16, 0.12-0.14; SGLD-CV at the tuner's stepsize, the
     # cap (no warning), 5.5-6.4 sd: it cannot cross the flat directions in 8,000 iterations at
-    # condition number 5e3. The vignette runs seed 1.
+    # condition number 5e3. Since issue 29 its anchor and start are the exact mode (Newton steps
+    # after the SGD search), so the same failure shows as a far too narrow sd along the flat
+    # directions (seed 1: mean error 0.55, sd error 0.79) and the tuner's MixingWarning. The
+    # vignette runs seed 1.
     c = out["case26"]
     for name in ("osgld", "hamcmc"):
         assert c[name]["mean_error"] < 0.5 and c[name]["sd_error"] < 0.3, (name, c[name])
     assert c["osgld"]["burn_in"] > 0
-    assert c["sgldcv"]["stepsize"] <= c["sgldcv"]["cap"] and c["sgldcv"]["mean_error"] > 2, c["sgldcv"]
+    assert c["sgldcv"]["stepsize"] <= c["sgldcv"]["cap"], c["sgldcv"]
+    assert c["sgldcv"]["mean_error"] > 2 or c["sgldcv"]["sd_error"] > 0.5, c["sgldcv"]
     last = {r["method"]: r for r in out["rows"] if r["n_iters"] == max(x["n_iters"] for x in out["rows"])}
     assert set(last) == {"sgld", "psgld", "hamcmc", "osgld"}
     # what the vignette shows: OSGLD's preconditioner fixes what SGLD's capped stepsize cannot

@@ -180,7 +180,8 @@ def largest_eigenvalue(
 # -- the distortion of the discretised dynamics ----------------------------------------------------
 def sd_ratio(method: str, mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0) -> float:
     r"""Stationary sd of the discretised chain over the target's, along a direction of scaled
-    curvature μ (= ελ), on a Gaussian; ``inf`` where the recursion is unstable. ``noise`` is the
+    curvature μ (= ελ), on a Gaussian; ``inf`` where the recursion grows, NaN where it neither
+    grows nor settles (SGHMC with ``alpha = 0``, SGNHT with ``a = 0``: no friction in the model). ``noise`` is the
     gradient estimate's variance along that direction in the same scaled units,
     :math:`q = \epsilon\,w^\top V w` (0: exact gradients; module docstring). ``method``:
     ``"sgld"`` (:math:`\rho^2 = (1 + q/4)/(1 - \mu/4)`), ``"sghmc"`` (exact per-iteration
@@ -206,14 +207,19 @@ def sd_ratio(method: str, mu: float, alpha: float = 0.01, L: int = 5, a: float =
             kick[2 + L + j] = f * np.sqrt(q)
             w = w - f * mu * u - alpha * w + kick
             u = u + w
-        if abs(u[0]) >= 1.0:
+        if abs(u[0]) > 1.0 + 1e-9:
             return np.inf
+        if abs(u[0]) >= 1.0 - 1e-9:  # no friction: neither growing nor settling (no stationary sd)
+            return np.nan
         return float(np.sqrt(mu * np.sum(u[1:] ** 2) / (1.0 - u[0] ** 2)))
     if method == "sgnht":
         # (u, w) -> (u + w', w'), w' = (1 - a) w - mu u + sqrt(2a) xi + sqrt(q) zeta.
         m = np.array([[1.0 - mu, 1.0 - a], [-mu, 1.0 - a]])
-        if np.max(np.abs(np.linalg.eigvals(m))) >= 1.0:
+        radius = float(np.max(np.abs(np.linalg.eigvals(m))))
+        if radius > 1.0 + 1e-9:
             return np.inf
+        if radius >= 1.0 - 1e-9:  # a = 0: the frozen thermostat gives no friction, no stationary sd
+            return np.nan
         drive = (2.0 * a + q) * np.ones((2, 2))
         cov = np.linalg.solve(np.eye(4) - np.kron(m, m), drive.reshape(-1)).reshape(2, 2)
         return float(np.sqrt(mu * cov[0, 0]))
@@ -225,12 +231,16 @@ def stability_limit(method: str, **hyper: float) -> float:
     others by bisection on where :func:`sd_ratio` turns infinite). The noise does not move it."""
     if method == "sgld":
         return 4.0
+
+    def grows(mu: float) -> bool:
+        return bool(np.isinf(sd_ratio(method, mu, **hyper)))
+
     lo, hi = 1e-6, 64.0
-    if np.isfinite(sd_ratio(method, hi, **hyper)):
+    if not grows(hi):
         return hi
     for _ in range(80):
         mid = np.sqrt(lo * hi)
-        lo, hi = (mid, hi) if np.isfinite(sd_ratio(method, mid, **hyper)) else (lo, mid)
+        lo, hi = (lo, mid) if grows(mid) else (mid, hi)
     return float(lo)
 
 
@@ -245,8 +255,9 @@ def safe_factor(method: str, mu: float, noise: float = 0.0, distortion: float = 
         grow = (1.0 + distortion) ** 2
         return 4.0 * (grow - 1.0) / (max(noise, 0.0) + max(mu, 0.0) * grow)
 
-    def bad(c: float) -> bool:
-        return not abs(sd_ratio(method, c * mu, noise=c * noise, **hyper) - 1.0) <= distortion
+    def bad(c: float) -> bool:  # a NaN ratio (no friction: no stationary sd) is not judged
+        ratio = sd_ratio(method, c * mu, noise=c * noise, **hyper)
+        return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
 
     scale = max(mu, noise)
     grid = np.geomspace(1e-6, 64.0, 600) / scale
@@ -270,8 +281,9 @@ def largest_safe_mu(method: str, distortion: float = 0.1, **hyper: float) -> flo
     if method == "sgld":
         return 4.0 * (1.0 - (1.0 + distortion) ** -2)
 
-    def bad(mu: float) -> bool:
-        return not abs(sd_ratio(method, mu, **hyper) - 1.0) <= distortion
+    def bad(mu: float) -> bool:  # a NaN ratio (no friction: no stationary sd) is not judged
+        ratio = sd_ratio(method, mu, **hyper)
+        return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
 
     grid = np.geomspace(1e-4, 4.0, 400)
     flags = [bad(m) for m in grid]
@@ -538,7 +550,7 @@ def _check(
         sd_ratio=float(ratio),
         distortion=float(distortion),
         safe_stepsize=safe[names[0]] if scalar else safe,
-        too_large=not abs(ratio - 1.0) <= distortion,
+        too_large=bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion),
         operator_calls=hess.calls,
         safe_stepsize_per_parameter=per_block,
         curvature_ratio=curvature_ratio,
@@ -554,7 +566,7 @@ def _check(
 def _warn(result: StepsizeCheck, who: str, stacklevel: int, slack: float = 0.0) -> None:
     """One StepsizeWarning saying what the check found: the stepsize too large (the sd off by more
     than δ + ``slack``), one shared stepsize leaving a parameter mixing far slower, or both."""
-    too_large = not abs(result.sd_ratio - 1.0) <= result.distortion + slack
+    too_large = bool(np.isinf(result.sd_ratio) or abs(result.sd_ratio - 1.0) > result.distortion + slack)
     parts = ([result.message(who)] if too_large else []) + ([result.mixing_message(who)] if result.slow_mixing else [])
     if parts:
         warnings.warn(" ".join(parts), StepsizeWarning, stacklevel=stacklevel + 1)

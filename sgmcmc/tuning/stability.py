@@ -270,6 +270,16 @@ def difference_displacements(ritz: Lanczos, root: Arrays, draws: int, spread: fl
 
 
 # -- the check --------------------------------------------------------------------------------------
+def first_stepsize(value: Any) -> float:
+    """A stepsize's value at the first iteration: a number, a Schedule (``.at``) or any callable
+    h(t) of TF ops (the library's one stepsize rule, probed at t = 1)."""
+    if hasattr(value, "at"):
+        return float(value.at(1))
+    if callable(value):
+        return float(value(tf.constant(1, tf.int64)))
+    return float(value)
+
+
 def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     """The sampler's stepsize check (module docstring) at ``point`` (default: the CV mode, else
     the first chain's start), before anything is compiled: raises :class:`~sgmcmc.StepsizeError`
@@ -280,7 +290,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     method = getattr(type(kernel), "stepsize_stability", None)
     if not sampler.stepsize_check or plain is None or method is None or getattr(type(kernel), "preconditioned", False):
         return None
-    steps = {k: float(e.at(1)) if callable(e) else float(e) for k, e in kernel.stepsize.items()}
+    steps = {k: first_stepsize(e) for k, e in kernel.stepsize.items()}
     hyper = _hyper(method, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))
     if point is None:
         point = sampler.check_point()
