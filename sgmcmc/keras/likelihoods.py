@@ -24,6 +24,19 @@ NOISE_LOG_SCALE_PRIOR_SD = 1.0
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def positive_number(value: Any, what: str, accepted: str) -> float:
+    """``value`` as a positive, finite float, or an error naming ``what`` and what is ``accepted``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be {accepted}; got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be {accepted}; got {value!r}") from None
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{what} must be positive and finite ({accepted}); got {value!r}")
+    return number
+
+
 def rows_shape(shape: Any) -> tuple | None:
     """The per-row part of a model output shape ``(batch, *per_row)``, or None if unknown."""
     if shape is None:
@@ -158,14 +171,8 @@ class Normal(Likelihood):
                     "likelihood='normal' needs noise_scale=: the noise sd as a positive number, or 'learn' to "
                     f"sample its log as the parameter {NOISE_LOG_SCALE!r}"
                 )
-            try:
-                scale = float(noise_scale)
-            except (TypeError, ValueError):
-                raise TypeError(f"noise_scale must be a positive number or 'learn'; got {noise_scale!r}") from None
-            if not (math.isfinite(scale) and scale > 0):
-                raise ValueError(f"noise_scale must be a positive, finite number or 'learn'; got {noise_scale!r}")
             self.learn = False
-            self.scale = scale
+            self.scale = positive_number(noise_scale, "noise_scale", "a positive number or 'learn'")
 
     def extra_params(self):
         return {NOISE_LOG_SCALE: 0.0} if self.learn else {}

@@ -20,9 +20,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .likelihoods import NOISE_LOG_SCALE, NOISE_LOG_SCALE_PRIOR_SD, Likelihood, make_likelihood, rows_shape
-
-LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+from .likelihoods import (
+    LOG_SQRT_2PI,
+    NOISE_LOG_SCALE,
+    NOISE_LOG_SCALE_PRIOR_SD,
+    Likelihood,
+    make_likelihood,
+    positive_number,
+    rows_shape,
+)
 
 #: Default number of rows per batch in ``predict``.
 PREDICT_BATCH_SIZE = 1_024
@@ -262,27 +268,16 @@ class BayesianNetwork:
 
     def _summed_terms_function(self, pooled: dict[str, np.ndarray], xs: list[np.ndarray]) -> Callable:
         """A compiled ``(stack of draws, batch of rows) -> per-row sums over the draws`` of the
-        likelihood's predictive terms; leading axes left free so one trace serves every group."""
-        draw_spec = {k: tf.TensorSpec((None, *v.shape[1:]), tf.as_dtype(self._dtype_of(k, v))) for k, v in pooled.items()}
-        floatx = self._trainable[0].dtype if self._trainable else keras.config.floatx()
+        likelihood's predictive terms; leading axes left free so one trace serves every group and
+        batch, and kept per input signature so later ``predict`` calls reuse it."""
+        draw_spec = {k: tf.TensorSpec((None, *v.shape[1:]), tf.as_dtype(self._dtype_of(k))) for k, v in pooled.items()}
+        floatx = self._trainable[0].dtype
         x_spec = [tf.TensorSpec((None, *a.shape[1:]), floatx if np.issubdtype(a.dtype, np.floating) else a.dtype) for a in xs]
-        terms_of = self._likelihood.predictive_terms
-
-        def one_draw(params: dict[str, tf.Tensor], batch: list[tf.Tensor]) -> tuple[tf.Tensor, ...]:
-            outputs = self.forward(params, batch if isinstance(self.x, tuple) else batch[0])
-            return terms_of(outputs, params)
-
-        @tf.function(input_signature=[draw_spec, x_spec])
-        def summed(stack, batch):
-            first = one_draw({k: v[0] for k, v in stack.items()}, batch)
-            n = tf.shape(next(iter(stack.values())))[0]
-
-            def body(i, acc):
-                terms = one_draw({k: v[i] for k, v in stack.items()}, batch)
-                return i + 1, tuple(a + t for a, t in zip(acc, terms))
-
-            _, acc = tf.while_loop(lambda i, acc: i < n, body, (tf.constant(1), first))
-            return acc
+        key = (tuple(draw_spec.items()), tuple(x_spec))
+        cache = self.__dict__.setdefault("_predict_functions", {})
+        if key not in cache:
+            cache[key] = tf.function(self._summed_terms, input_signature=[draw_spec, x_spec])
+        summed = cache[key]
 
         def call(stack, batch):
             stack = {k: tf.convert_to_tensor(v, draw_spec[k].dtype) for k, v in stack.items()}
@@ -291,10 +286,28 @@ class BayesianNetwork:
 
         return call
 
-    def _dtype_of(self, name: str, value: np.ndarray) -> Any:
+    def _summed_terms(self, stack: dict[str, tf.Tensor], batch: list[tf.Tensor]) -> tuple[tf.Tensor, ...]:
+        """The likelihood's predictive terms at the rows of ``batch`` summed over the draws of
+        ``stack`` (a while loop: one draw's activations in memory at a time)."""
+
+        def one_draw(i):
+            params = {k: v[i] for k, v in stack.items()}
+            outputs = self.forward(params, batch if isinstance(self.x, tuple) else batch[0])
+            return self._likelihood.predictive_terms(outputs, params)
+
+        n = tf.shape(next(iter(stack.values())))[0]
+
+        def body(i, acc):
+            return i + 1, tuple(a + t for a, t in zip(acc, one_draw(i)))
+
+        _, acc = tf.while_loop(lambda i, acc: i < n, body, (tf.constant(1), one_draw(0)))
+        return acc
+
+    def _dtype_of(self, name: str) -> Any:
+        """The dtype the model computes a parameter in (the likelihood's own: the model's)."""
         if name in self._weight_names:
             return self._trainable[self._weight_names.index(name)].dtype
-        return keras.config.floatx() if not self._trainable else self._trainable[0].dtype
+        return self._trainable[0].dtype
 
     def _pooled_draws(self, samples: Mapping[str, np.ndarray], draws: int | None) -> dict[str, np.ndarray]:
         """Every parameter's draws with chains pooled, (T, *shape), then ``draws`` equally spaced."""
@@ -369,24 +382,12 @@ class BayesianNetwork:
                     + f". The model's weights: {self._weight_names}"
                 )
             for name in self.names:
-                sds[name] = _positive_sd(prior_scale.get(name, NOISE_LOG_SCALE_PRIOR_SD), f"prior_scale[{name!r}]")
+                sds[name] = positive_number(prior_scale.get(name, NOISE_LOG_SCALE_PRIOR_SD), f"prior_scale[{name!r}]", "a positive sd")
             return sds
-        scale = _positive_sd(prior_scale, "prior_scale")
+        scale = positive_number(prior_scale, "prior_scale", "a positive number, a dict name -> sd, or 'he'")
         sds = {name: scale for name in self._weight_names}
         sds.update({name: NOISE_LOG_SCALE_PRIOR_SD for name in self.names if name not in sds})
         return sds
-
-
-def _positive_sd(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be a positive number; got {value!r}")
-    try:
-        sd = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a positive number, a dict name -> sd, or 'he'; got {value!r}") from None
-    if not (math.isfinite(sd) and sd > 0):
-        raise ValueError(f"{what} must be a positive, finite sd; got {value!r}")
-    return sd
 
 
 def _check_model(model: Any) -> None:
