@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 #: The name of the learned log noise sd of ``likelihood="normal", noise_scale="learn"``.
@@ -203,8 +205,6 @@ class Normal(Likelihood):
         return mean, variance + mean * mean
 
     def predictive(self, means):
-        import numpy as np
-
         mean, second = means
         return mean, np.sqrt(np.maximum(second - mean * mean, 0.0))
 
@@ -264,8 +264,6 @@ def make_likelihood(likelihood: str | Callable, noise_scale: float | str | None)
 def _refuse_keras_loss(fn: Callable) -> None:
     """A Keras loss is a NEGATIVE log-likelihood, and a ``keras.losses.Loss`` object also averages
     over the rows: both would sample the wrong posterior."""
-    import keras
-
     fix = (
         "a Keras loss is a negative log-likelihood{mean}; pass the per-row log-likelihood instead, e.g. "
         "likelihood=lambda y, out: -keras.losses.sparse_categorical_crossentropy(y, out, from_logits=True), or "

@@ -63,8 +63,8 @@ class BayesianNetwork:
 
     Made by :func:`from_model`; see it for the parameters. Attributes: ``model`` (the Keras
     model), ``likelihood`` (the form's name), ``names`` (the sampled parameters in order),
-    ``prior_sd`` (dict name -> the prior sd of each weight, a number or an array of the
-    weight's shape), ``x``/``y`` (the dataset entries read).
+    ``prior_sd`` (dict name -> the prior sd of each parameter's elements), ``x``/``y`` (the
+    dataset entries read).
     """
 
     def __init__(
@@ -99,7 +99,7 @@ class BayesianNetwork:
                 raise ValueError(f"the model has a weight named {name!r}, the name of the likelihood's own parameter")
         self.names = [*self._weight_names, *extra]
         self._starts = {name: np.array(v.numpy()) for name, v in zip(self._weight_names, self._trainable)}
-        self._starts.update({name: np.asarray(start, dtype=keras.config.floatx()) for name, start in extra.items()})
+        self._starts.update({name: np.asarray(start, dtype=self._trainable[0].dtype) for name, start in extra.items()})
         self.prior_sd = self._prior_sds(prior_scale)
         per_row = rows_shape(_output_shape(model))
         if per_row is not None:
