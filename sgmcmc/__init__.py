@@ -116,3 +116,13 @@ try:
     __version__ = _version("sgmcmc")  # one source: pyproject.toml
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
+
+
+def __getattr__(name: str):
+    """``sgmcmc.keras`` (Keras models as Bayesian neural networks) is imported on first use, so
+    ``import sgmcmc`` does not pay for it."""
+    if name == "keras":
+        from importlib import import_module
+
+        return import_module(".keras", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,12 @@ precisions have Gamma(1, 1) priors:
     B_jk ~ N(0, 1/lambda_B),  b_k ~ N(0, 1/lambda_b),  A_kl ~ N(0, 1/lambda_A),  a_l ~ N(0, 1/lambda_a),
     lambda_A, lambda_B, lambda_a, lambda_b ~ Gamma(1, 1).
 
+The network is written in Keras (a softmax hidden layer, then logits) and handed to the samplers
+by ``sgmcmc.keras.from_model``: ``bnn.log_lik`` is the categorical log-likelihood of the one-hot
+labels summed over the images, computed by the Keras model itself. The hierarchical prior is not
+one of the adapter's fixed Normal priors, so it is written here over the Keras weights' names,
+and the four precisions are added to ``bnn.params`` as parameters of their own.
+
 About 80,000 parameters: 10^4 stored samples would take 3 GB, so instead of the whole-chain
 functions we use the step-by-step API and keep only what we need: the test log loss every
 100 steps, a running posterior mean of the parameters, and a running mean of the predicted
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 from _common import load_dataset_or_exit, parse_args, savefig, timed  # first: selects the Agg backend
 
+import keras
 import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
@@ -38,22 +45,37 @@ tfd = tfp.distributions
 #: Thesis section 4.6.3 stepsizes; opt_stepsize 3e-5 for the control-variate samplers.
 STEPSIZES = {"sgld": 1e-4, "sghmc": 1e-5, "sgnht": 5e-6, "sgldcv": 5e-5, "sghmccv": 1e-5, "sgnhtcv": 5e-7}
 
-
-def log_lik(params: dict[str, tf.Tensor], dataset: dict[str, tf.Tensor]) -> tf.Tensor:
-    """Sum over the images it is given of log beta_{y_i}(theta, x_i); ``y`` is one-hot."""
-    hidden = tf.nn.softmax(tf.matmul(dataset["X"], params["B"]) + params["b"])
-    log_beta = tf.nn.log_softmax(tf.matmul(hidden, params["A"]) + params["a"])  # log(softmax), stably
-    return tf.reduce_sum(dataset["y"] * log_beta)
+#: The thesis' weight names -> (Keras layer, weight), and each weight's precision parameter.
+WEIGHTS = {"B": ("hidden", "kernel"), "b": ("hidden", "bias"), "A": ("output", "kernel"), "a": ("output", "bias")}
+PRECISIONS = {"A": "lambdaA", "B": "lambdaB", "a": "lambdaa", "b": "lambdab"}
 
 
-def log_prior(params: dict[str, tf.Tensor]) -> tf.Tensor:
-    """Normal weights with Gamma(1, 1) precisions."""
+def thesis_network() -> "sgmcmc.keras.BayesianNetwork":
+    """beta(theta, x) = softmax(softmax(x B + b) A + a) as a Keras model; the categorical
+    likelihood takes its logits softmax(x B + b) A + a, y one-hot in the dataset entry "y"."""
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(100, activation="softmax", name="hidden"),
+                              keras.layers.Dense(10, name="output")])
+    return sgmcmc.keras.from_model(model, "categorical", x="X", y="y")
+
+
+def weight_names(bnn) -> dict[str, str]:
+    """The thesis' letters -> the Keras weights' parameter names (their variables' paths)."""
+    return {letter: getattr(bnn.model.get_layer(layer), weight).path for letter, (layer, weight) in WEIGHTS.items()}
+
+
+def make_log_prior(bnn):
+    """Normal weights with Gamma(1, 1) precisions, over the Keras weights' names."""
+    names = weight_names(bnn)
     gamma = tfd.Gamma(concentration=1.0, rate=1.0)
-    total = 0.0
-    for weights, precision in (("A", "lambdaA"), ("B", "lambdaB"), ("a", "lambdaa"), ("b", "lambdab")):
-        normal = tfd.Normal(0.0, tf.math.rsqrt(params[precision]))
-        total += tf.reduce_sum(normal.log_prob(params[weights])) + gamma.log_prob(params[precision])
-    return total
+
+    def log_prior(params: dict[str, tf.Tensor]) -> tf.Tensor:
+        total = 0.0
+        for letter, precision in PRECISIONS.items():
+            normal = tfd.Normal(0.0, tf.math.rsqrt(params[precision]))
+            total += tf.reduce_sum(normal.log_prob(params[names[letter]])) + gamma.log_prob(params[precision])
+        return total
+
+    return log_prior
 
 
 def synthetic_mnist(n_train: int = 10_000, n_test: int = 1_000, seed: int = 0) -> dict:
@@ -92,17 +114,20 @@ def main(argv: list[str] | None = None) -> dict:
     # Starting values: weights ~ N(0, 1) as in the thesis; precisions 1, which those weights
     # imply. (The thesis drew them from Gamma(1, 1); a small draw makes the gradient
     # d/d lambda_B = 78,400 / (2 lambda_B) - ... so large that the first steps blow up.)
+    bnn = thesis_network()
+    log_prior, names = make_log_prior(bnn), weight_names(bnn)
     rng = np.random.default_rng(1)
-    params = {"A": rng.standard_normal((100, 10)), "B": rng.standard_normal((d, 100)),
-              "a": rng.standard_normal(10), "b": rng.standard_normal(100),
-              "lambdaA": 1.0, "lambdaB": 1.0, "lambdaa": 1.0, "lambdab": 1.0}
+    draws = {"A": rng.standard_normal((100, 10)), "B": rng.standard_normal((d, 100)),
+             "a": rng.standard_normal(10), "b": rng.standard_normal(100)}
+    params = {names[letter]: value for letter, value in draws.items()}  # the Keras weights' names
+    params |= {"lambdaA": 1.0, "lambdaB": 1.0, "lambdaa": 1.0, "lambdab": 1.0}
 
     @tf.function
     def test_predictions(current: dict[str, tf.Variable]) -> tuple[tf.Tensor, tf.Tensor]:
-        """The test log loss and the predicted class probabilities at the current state."""
-        log_loss = -log_lik(current, test) / len(test_digits)
-        hidden = tf.nn.softmax(tf.matmul(test["X"], current["B"]) + current["b"])
-        return log_loss, tf.nn.softmax(tf.matmul(hidden, current["A"]) + current["a"])
+        """The test log loss and the predicted class probabilities at the current state (the
+        Keras network evaluated at the sampler's variables, statelessly)."""
+        log_loss = -bnn.log_lik(current, test) / len(test_digits)
+        return log_loss, tf.nn.softmax(bnn.forward(current, test["X"]))
 
     results = {}
     for method in args.methods:
@@ -115,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
             kwargs |= dict(opt_stepsize=3e-5, n_iters_opt=n_opt)
 
         with timed(method):
-            sampler = setup(log_lik, dataset, params, STEPSIZES[method], **kwargs)
+            sampler = setup(bnn.log_lik, dataset, params, STEPSIZES[method], **kwargs)
             sess = sgmcmc.init_sess(sampler, verbose=False)  # for the cv samplers: the mode search
             trace = []  # (step, test log loss)
             mean_params = {name: np.zeros(np.shape(value)) for name, value in params.items()}
