@@ -493,18 +493,17 @@ def test_bad_data_and_callables_are_refused_before_sampling():
 
 
 def test_readme_keras_example():
-    """The README's "Keras models" example as written: no StepsizeWarning (at the chain's last
-    draw check_stepsize gives sd ratio 1.06 for its stepsize 2e-4: within 10 %) and a sensible
-    ensemble (seed 1: accuracy 0.912 on the 297 held-out digits; bound 0.85)."""
+    """The README's "Keras models" example as written: the StepsizeWarning the README says it
+    gives (the sampler's check at the start, with the minibatch noise: sd ratio 4.8 at 2e-4 on
+    the top direction; safe ~5e-6) and a sensible ensemble (seed 1: accuracy 0.912 on the 297
+    held-out digits; bound 0.85)."""
     import re
-    import warnings
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = re.search(r"## Keras models.*?```python\n(.*?)```", readme, re.S).group(1)
     namespace: dict = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", sgmcmc.StepsizeWarning)
+    with pytest.warns(sgmcmc.StepsizeWarning, match=r"(?s)with the minibatch noise.*one stepsize for all parameters"):
         exec(compile(block.replace("seed=1)", "seed=1, verbose=False)"), "README Keras example", "exec"), namespace)
     scores = sk.evaluate(namespace["probs"], namespace["y"][1500:])
     assert scores["accuracy"] > 0.85, scores
