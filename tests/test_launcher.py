@@ -451,7 +451,11 @@ def test_ctrl_c_reaches_each_worker_once_and_sigterm_ends_them(tmp_path, sig, co
 PID_AND_SLEEP = """
 import os, pathlib, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as TensorFlow's multi-worker processes do
-pathlib.Path(sys.argv[1], os.environ["SGMCMC_WORKER"]).write_text(str(os.getpid()))
+# written then renamed: the test reads the file as soon as it exists (write_text alone was once
+# read empty, seen in a full-suite run)
+part = pathlib.Path(sys.argv[1], os.environ["SGMCMC_WORKER"] + ".part")
+part.write_text(str(os.getpid()))
+part.rename(part.with_suffix(""))
 time.sleep(1000)
 """
 
