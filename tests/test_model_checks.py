@@ -246,21 +246,32 @@ def _honest_models():
     mixture = _vignette("gauss_mixture")
     models.append(("mixture", mixture.log_lik, mixture.log_prior, {"X": gaussian_mixture_data()},
                    {"theta1": np.zeros(2), "theta2": np.zeros(2)}, tf.float32))
-    bnn = _vignette("bnn_mnist")
+    vignette = _vignette("bnn_mnist")  # the thesis network as a Keras model (sgmcmc.keras.from_model)
+    bnn = vignette.thesis_network()
+    names = vignette.weight_names(bnn)
     rng = np.random.default_rng(0)
     images = rng.uniform(size=(500, 784)).astype(np.float32)
     labels = rng.integers(0, 10, size=500)
-    bnn_params = {"A": rng.normal(size=(100, 10)), "B": rng.normal(size=(784, 100)), "a": np.zeros(10), "b": np.zeros(100),
-                  "lambdaA": 1.0, "lambdaB": 1.0, "lambdaa": 1.0, "lambdab": 1.0}
-    models.append(("bnn_one_hot", bnn.log_lik, bnn.log_prior, {"X": images, "y": np.eye(10, dtype=np.float32)[labels]},
-                   bnn_params, tf.float32))
+    thesis_params = {"A": rng.normal(size=(100, 10)), "B": rng.normal(size=(784, 100)), "a": np.zeros(10), "b": np.zeros(100)}
+    keras_params = {names[k]: v for k, v in thesis_params.items()}
+    keras_params.update({"lambdaA": 1.0, "lambdaB": 1.0, "lambdaa": 1.0, "lambdab": 1.0})
+    models.append(("bnn_one_hot", bnn.log_lik, vignette.make_log_prior(bnn),
+                   {"X": images, "y": np.eye(10, dtype=np.float32)[labels]}, keras_params, tf.float32))
+    bnn_params = {**thesis_params, "lambdaA": 1.0, "lambdaB": 1.0, "lambdaa": 1.0, "lambdab": 1.0}
+    gamma = tfp.distributions.Gamma(concentration=1.0, rate=1.0)
+
+    def bnn_log_prior(params):  # the vignette's prior over the thesis' letters
+        return tf.add_n([
+            tf.reduce_sum(tfp.distributions.Normal(0.0, tf.math.rsqrt(params[lam])).log_prob(params[k])) + gamma.log_prob(params[lam])
+            for k, lam in vignette.PRECISIONS.items()
+        ])
 
     def bnn_gather(params, dataset):  # integer labels picked out with tf.gather
         hidden = tf.nn.softmax(tf.matmul(dataset["X"], params["B"]) + params["b"])
         log_beta = tf.nn.log_softmax(tf.matmul(hidden, params["A"]) + params["a"])
         return tf.reduce_sum(tf.gather(log_beta, dataset["y"], batch_dims=1))
 
-    models.append(("bnn_gather", bnn_gather, bnn.log_prior, {"X": images, "y": labels}, bnn_params, tf.float32))
+    models.append(("bnn_gather", bnn_gather, bnn_log_prior, {"X": images, "y": labels}, bnn_params, tf.float32))
     return models
 
 
