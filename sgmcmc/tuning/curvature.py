@@ -259,9 +259,13 @@ def safe_factor(method: str, mu: float, noise: float = 0.0, distortion: float = 
         ratio = sd_ratio(method, c * mu, noise=c * noise, **hyper)
         return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
 
-    scale = max(mu, noise)
-    grid = np.geomspace(1e-6, 64.0, 600) / scale
-    flags = [bad(c) for c in grid]
+    return _last_good(bad, np.geomspace(1e-6, 64.0, 600) / max(mu, noise))
+
+
+def _last_good(bad: Callable[[float], bool], grid: np.ndarray) -> float:
+    """The largest x before ``bad`` first holds on the increasing ``grid`` (its last point when
+    it never does, 0 when it holds at the first), refined by 60 bisections."""
+    flags = [bad(x) for x in grid]
     if not any(flags):
         return float(grid[-1])
     i = flags.index(True)
@@ -285,18 +289,7 @@ def largest_safe_mu(method: str, distortion: float = 0.1, **hyper: float) -> flo
         ratio = sd_ratio(method, mu, **hyper)
         return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
 
-    grid = np.geomspace(1e-4, 4.0, 400)
-    flags = [bad(m) for m in grid]
-    if not any(flags):
-        return 4.0
-    i = flags.index(True)
-    if i == 0:
-        return 0.0
-    lo, hi = grid[i - 1], grid[i]
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if bad(mid) else (mid, hi)
-    return float(lo)
+    return _last_good(bad, np.geomspace(1e-4, 4.0, 400))
 
 
 # -- the check ---------------------------------------------------------------------------------------
@@ -442,6 +435,12 @@ def _user_stacklevel() -> int:
     return level
 
 
+def scaled_operator(hess: Operator, root: Mapping[str, Any]) -> Operator:
+    r"""The operator :math:`x \mapsto E^{1/2} A E^{1/2} x` for :math:`E^{1/2}` = ``root`` (name ->
+    √stepsize: a number, or an array of the parameter's shape)."""
+    return lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in root}).items()}
+
+
 def _top_scaled(
     hess: Operator, like: Arrays, stepsize: Mapping[str, float], max_iters: int, tol: float, seed: int,
     eigen: Callable = None,
@@ -449,10 +448,7 @@ def _top_scaled(
     """μ = λ_max(E^½ A E^½) and its eigenvector, for stepsizes E = diag(stepsize) (``eigen``:
     power iteration by default, or :func:`sgmcmc.tuning.stability.lanczos_largest`)."""
     root = {k: np.sqrt(stepsize[k]) for k in like}
-    mu, v, _ = (eigen or largest_eigenvalue)(
-        lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
-        like, max_iters, tol, seed,
-    )
+    mu, v, _ = (eigen or largest_eigenvalue)(scaled_operator(hess, root), like, max_iters, tol, seed)
     return mu, v
 
 

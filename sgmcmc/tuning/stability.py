@@ -58,6 +58,7 @@ from .curvature import (
     _is_control_variate,
     _user_stacklevel,
     _warn,
+    scaled_operator,
 )
 
 Arrays = dict[str, np.ndarray]
@@ -301,7 +302,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
         hess = NegativeHessian(plain, point, sample.rows, sample.scale)
         like = {k: np.zeros(v.shape) for k, v in point.items()}
         root = {k: np.sqrt(steps[k]) for k in like}
-        ritz = lanczos(lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()}, like)
+        ritz = lanczos(scaled_operator(hess, root), like)
         kind = sampler.noise_kind
         displacements = None
         if kind != "plain":
@@ -435,8 +436,7 @@ def check_stepsize(
                 hess = NegativeHessian(estimator, point)
                 like = {k: np.zeros(np.shape(point[k])) for k in point}
                 root = {k: np.sqrt(steps[k]) for k in like}
-                ritz = lanczos(lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
-                               like, max(LANCZOS_STEPS, 20), tol, seed)
+                ritz = lanczos(scaled_operator(hess, root), like, max(LANCZOS_STEPS, 20), tol, seed)
                 top = (float(ritz.values[0]), ritz.vectors[0])
                 displacements = difference_displacements(ritz, root, DIFFERENCE_DRAWS, 1.0, seed)
             noise = MinibatchNoise(estimator, point, sample, batch, displacements, seed)

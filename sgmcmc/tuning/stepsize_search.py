@@ -109,7 +109,9 @@ from ..graph_options import own_function
 from ..step.dynamics import HAMCMC, PSGLD
 from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
-from .curvature import NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, sd_ratio
+from .curvature import (
+    NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, scaled_operator, sd_ratio,
+)
 from .stability import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
 
 #: Samplers tune_stepsize can run (gradient samplers with a stepsize).
@@ -666,8 +668,7 @@ def _warn_if_slow(name: str, hess: NegativeHessian, like, eps: float, steps: Map
     when ``n_iters`` / τ < :data:`MIN_SOFT_DRAWS`, naming the numbers and the preconditioned samplers."""
     size = sum(int(np.prod(np.shape(v))) for v in like.values())
     root = {k: np.sqrt(np.asarray(steps[k], np.float64)) for k in like}
-    ritz = lanczos(lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in like}).items()},
-                   like, min(size, 40), 0.0, 0)  # tol 0: run on for the smallest, not only the top
+    ritz = lanczos(scaled_operator(hess, root), like, min(size, 40), 0.0, 0)  # tol 0: run on for the smallest, not only the top
     mu, top = float(ritz.values[-1]), float(ritz.values[0])
     soft = mu / eps if name != "psgld" else float(lanczos(hess, like, min(size, 40), 0.0, 0).values[-1])
     tau = (4.0 / mu if mu > 0 else math.inf) / (evaluations if name.startswith("sghmc") else 1)
