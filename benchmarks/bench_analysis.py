@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from sgmcmc.analysis import ksd, summary  # noqa: E402
-from sgmcmc.run.samples import Samples  # noqa: E402
+from sgmcmc.analysis.samples import Samples  # noqa: E402
 
 
 def rss_mib() -> float:

@@ -2,7 +2,7 @@
 
 Covertype-shaped logistic regression (N = 581,012, d = 55, n = 500, float32), plain SGLD from
 zero at a stable stepsize. Timed in one process, alternating, medians of ``--repeats``:
-* ``check``: ``sgmcmc.tuning.stability.check_before_sampling`` on a fresh sampler (row
+* ``check``: ``sgmcmc.stability.check.check_before_sampling`` on a fresh sampler (row
   subsample, Lanczos, the noise pass; first call includes tracing its functions, repeat calls
   not);
 * ``run``: ``sgmcmc.sgld(..., n_iters=10_000, check_stepsize=False)`` (compile + 10^4 iterations),
@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from logreg_model import log_lik, log_prior, make_data, start  # noqa: E402
 
 import sgmcmc  # noqa: E402
-from sgmcmc.tuning.stability import check_before_sampling  # noqa: E402
+from sgmcmc.stability.check import check_before_sampling  # noqa: E402
 
 
 def main() -> None:

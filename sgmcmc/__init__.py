@@ -48,9 +48,10 @@ from .api.gradient import (
 from .api.runs import sample_chain
 from .step.estimators import SAGA, SVRG, ControlVariate, Plain
 from .api.simplex import scir, scir_setup, sgrld, sgrld_setup
-from .run.samples import Samples
+from .analysis.samples import Samples
 from .api.session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
-from .tuning import StepsizeCheck, check_stepsize, tune_stepsize
+from .stability import StepsizeCheck, check_stepsize
+from .tuning import tune_stepsize
 
 __all__ = [
     "BurnInNotFound",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 
 class DivergenceError(RuntimeError):
     """The chain (or the control-variate mode search) produced NaN or Inf.
@@ -125,3 +128,13 @@ class CompilationWarning(UserWarning):
     same algorithm and results up to rounding, slower per iteration). Silence it with
     ``warnings.filterwarnings("ignore", category=sgmcmc.CompilationWarning)`` or start in graph
     mode with ``SGMCMC_XLA=0``."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside the sgmcmc package, for ``warnings.warn``
+    called by the caller of this function (so a warning names the user's line)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(2), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

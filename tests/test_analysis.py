@@ -24,7 +24,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 from sgmcmc.analysis import full_gradients, ksd, plot_trace, stein_thin, summary, zv  # noqa: E402
-from sgmcmc.run.samples import Samples  # noqa: E402
+from sgmcmc.analysis.samples import Samples  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import reference_ksd  # noqa: E402
@@ -379,7 +379,7 @@ def test_summary_of_one_chain_says_once_that_rhat_needs_two_chains(monkeypatch):
     handler, so pytest's ``caplog`` never sees it: a handler is attached to it here. Broken
     variant run (a patched copy): summary without ``_one_chain_notice_hidden`` -> the ArviZ record
     is seen, the test fails."""
-    import sgmcmc.analysis.diagnostics as diagnostics
+    import sgmcmc.analysis.arviz_io as diagnostics
 
     monkeypatch.setattr(diagnostics, "_said_one_chain", False)
     arviz_log = getattr(az, "_log", None)

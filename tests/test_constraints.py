@@ -293,7 +293,7 @@ def test_a_sampler_without_constraints_support_refuses_them(monkeypatch, no_samp
     """The error path scir/sgrld use (Method(..., supports_constraints=False))."""
     import dataclasses
 
-    from sgmcmc.api.methods import METHODS
+    from sgmcmc.step.methods import METHODS
 
     monkeypatch.setitem(METHODS, "sgld", dataclasses.replace(METHODS["sgld"], supports_constraints=False))
     log_lik, data = _scalar_model()

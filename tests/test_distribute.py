@@ -102,7 +102,7 @@ def test_a_replica_divergence_names_the_runs_chains():
     the second device): when they diverge, the error names chains 2, 3 — the run's indices, not
     the replica's 0, 1 (which named nothing at all when every chain of the replica diverged)."""
     from sgmcmc.api.build import build_sampler
-    from sgmcmc.api.methods import METHODS
+    from sgmcmc.step.methods import METHODS
     from sgmcmc.api.options import Model, Setup
     from sgmcmc.distribute.placement import Placement
     from sgmcmc.step.estimators import Plain

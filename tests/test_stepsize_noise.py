@@ -3,7 +3,7 @@ sampling (issue 29.3).
 
 Along the top curvature direction, on a Gaussian, SGLD with a minibatch gradient is
 u' = (1 − μ/2)u + ξ + ½√q ζ, so the sd is stretched by ρ = √((1 + q/4)/(1 − μ/4)), with
-q = ε·f·(N²/n)·Var_i(row gradient along it) (sgmcmc/tuning/stability.py). At N/n = 100 the noise
+q = ε·f·(N²/n)·Var_i(row gradient along it) (sgmcmc/stability/check.py). At N/n = 100 the noise
 term dominates: the old check (q = 0) said ρ = 1.01 where the chain is 1.4× too wide.
 """
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import sgmcmc
 from sgmcmc.schedules import Schedule
-from sgmcmc.tuning.curvature import largest_safe_mu, sd_ratio
+from sgmcmc.stability.curvature import largest_safe_mu, sd_ratio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference_regression import correlated_regression  # noqa: E402
@@ -387,7 +387,7 @@ def test_tune_stepsize_table_says_which_candidates_were_excluded(ill):
     0.958–1.066 of the exact cap; tolerance 20 %). All candidates over the cap: ValueError.
     Broken variants: no cap — every candidate runs; the noise-free cap — every candidate here is
     below it, none excluded (it is 99× higher)."""
-    from sgmcmc.tuning.curvature import safe_factor
+    from sgmcmc.stability.curvature import safe_factor
 
     g = ill
     values, vectors = np.linalg.eigh(g["P"])

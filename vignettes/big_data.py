@@ -58,7 +58,7 @@ Two things the full version does that a small one does not need:
 * sgmcmc's stepsize check in ``init_sess`` ran, in that run, as power iteration on full-data
   Hessian-vector products (up to 80 passes over all rows, ~1 min each at 30 GB: still running
   after 6 min) and was skipped through a private name. Since issue 29 it runs on a row subsample
-  (Lanczos, :mod:`sgmcmc.tuning.stability`) and this vignette runs it.
+  (Lanczos, :mod:`sgmcmc.stability.check`) and this vignette runs it.
 
 The full version, run on 2026-11-25 on this machine (2 cores, 23 GB, no swap, ~78 GB free
 disk; load average 6-9 throughout: two other agents' test suites): 25 min from the disk

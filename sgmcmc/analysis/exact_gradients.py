@@ -18,7 +18,7 @@ from ..graph_options import own_function
 from .. import checks
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
 from ..data.rows import Rows
-from ..run.samples import as_samples
+from ..analysis.samples import as_samples
 from ..distribute.placement import row_collective
 
 #: Samples per vectorised call.

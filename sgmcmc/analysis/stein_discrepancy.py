@@ -43,7 +43,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..run.samples import Samples, as_samples
+from ..analysis.samples import Samples, as_samples
 
 #: Elements of one (row block x m) matrix: bounds memory at any number of samples.
 BLOCK_ELEMENTS = 2**20

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
 import tensorflow as tf
 
-from ..run.samples import Samples
+from ..analysis.samples import Samples
 from .stein_discrepancy import imq_stein_kernel, imq_stein_kernel_diag, points_and_scores, standardise_points
 
 

@@ -25,7 +25,7 @@ from ..distribute.placement import Placement, RowShard, placement, stratified_ba
 from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
 from ..run.sampler import ControlVariateSettings, Sampler
-from .methods import Method
+from ..step.methods import Method
 from .options import Model, Setup
 
 
@@ -157,7 +157,7 @@ def build_sampler(
     Parameters
     ----------
     method
-        The row of :data:`~sgmcmc.api.methods.METHODS`.
+        The row of :data:`~sgmcmc.step.methods.METHODS`.
     arguments
         The method's own arguments by name (``stepsize``, ``alpha``, …; its dynamics'
         ``hyperparameters`` and whatever else its ``from_arguments`` reads).

@@ -11,10 +11,10 @@ import tensorflow as tf
 from ..step.dynamics import SGHMC, SGNHT
 from ..step.estimators import ControlVariate, resolve_estimator
 from ..run.sampler import Sampler
-from ..run.samples import Samples
+from ..analysis.samples import Samples
 from .build import build_sampler
 from .docs import CHAIN_OPTIONS, DISTRIBUTE_OPTIONS, SETUP_PARAMETERS, shared_sections
-from .methods import METHODS
+from ..step.methods import METHODS
 from .options import Chain, Dataset, LogLik, LogPrior, PerParameter, Starts, Model, Setup
 from .runs import run_whole_chain
 

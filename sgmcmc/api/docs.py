@@ -55,7 +55,7 @@ SETUP_PARAMETERS = (
     check_stepsize : bool, keyword-only
         Check the stepsize against the posterior's curvature where sampling starts (the first
         chain's start; the CV samplers: the mode), with the minibatch noise, before anything is
-        compiled (a few Hessian-vector products on a row subsample; :mod:`sgmcmc.tuning.stability`):
+        compiled (a few Hessian-vector products on a row subsample; :mod:`sgmcmc.stability.check`):
         a stepsize beyond the dynamics' stability limit raises :class:`~sgmcmc.StepsizeError`
         naming a safe one; a stable one that stretches the sd by more than 10 % warns
         (:class:`~sgmcmc.StepsizeWarning`). False skips the check. (pSGLD, HAMCMC, OSGLD and
@@ -111,7 +111,7 @@ CHAIN_OPTIONS = """
         ``checkpoint_every`` iterations (atomically, appended as shards); the same call again
         resumes from the last checkpoint, giving the result of an uninterrupted run, and a
         finished run's directory returns its result at once. A directory written with other
-        arguments is refused. With a ``strategy`` (:mod:`sgmcmc.distribute.checkpoints`): rows
+        arguments is refused. With a ``strategy`` (:mod:`sgmcmc.run.distributed_checkpoints`): rows
         sharded, the chief (worker 0) writes one checkpoint and every worker resumes from it;
         chains split, each replica checkpoints its own chains in ``replica-<r>/``. Across
         machines it must be a directory every worker sees (a shared filesystem; checked).

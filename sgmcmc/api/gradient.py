@@ -11,10 +11,10 @@ import tensorflow as tf
 from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGNHT
 from ..step.estimators import SAGA, SVRG, ControlVariate, EstimatorSpec, resolve_estimator
 from ..run.sampler import Sampler
-from ..run.samples import Samples
+from ..analysis.samples import Samples
 from .build import build_sampler
 from .docs import CHAIN_OPTIONS, DISTRIBUTE_OPTIONS, ESTIMATOR_OPTIONS, SETUP_PARAMETERS, shared_sections
-from .methods import METHODS
+from ..step.methods import METHODS
 from .options import Chain, Dataset, LogLik, LogPrior, PerParameter, Starts, Model, Setup
 from .runs import run_until_burned_in, run_whole_chain
 

@@ -43,7 +43,7 @@ class Model:
     counts: Callable | None = None
     check_model: bool = True
     constraints: dict | None = None
-    #: Check the stepsize against the curvature before sampling (:mod:`sgmcmc.tuning.stability`).
+    #: Check the stepsize against the curvature before sampling (:mod:`sgmcmc.stability.check`).
     check_stepsize: bool = True
 
 

@@ -13,19 +13,19 @@ import numpy as np
 from .. import checks
 from ..run.chain import run_chain, run_until_ready
 from ..run.checkpoints import CheckpointDirectory, fingerprint
-from ..distribute.checkpoints import (
+from ..run.distributed_checkpoints import (
     ReplicaCheckpoints, agree_on_directory, agree_or_raise, combined_fingerprint, commit_on_chief, refuse_replica_layout,
 )
 from ..distribute.collective import Collective
 from ..distribute.placement import Placement
-from ..distribute.replicas import build_on_replicas, run_on_replicas
+from ..run.replicas import build_on_replicas, run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
 from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
-from ..run.samples import Samples
+from ..analysis.samples import Samples
 from .session import init_sess
 from .build import build_sampler, placement_of, shared_seed
-from .methods import Method
+from ..step.methods import Method
 from .options import Chain, Model, Setup
 
 
@@ -127,7 +127,7 @@ class _CheckpointedRun:
     check (before any compute), then the run, resumed from the directory's last checkpoint (a
     finished run's directory: its result at once). ``combine`` turns this process's fingerprint
     into the run's (rows sharded: every worker's), ``commit`` wraps each write (rows sharded: the
-    chief writes, every worker agrees); see :mod:`sgmcmc.distribute.checkpoints`."""
+    chief writes, every worker agrees); see :mod:`sgmcmc.run.distributed_checkpoints`."""
 
     def __init__(self, store: CheckpointDirectory, sampler: Sampler, method: Method, model: Model, chain: Chain,
                  given_seed: int | None, combine=None, commit=None):
@@ -185,7 +185,7 @@ def _run_with_checkpoints(
     kept samples every ``checkpoint_every`` iterations to ``checkpoint_dir`` and, called again
     with the same arguments, resumes from the last checkpoint (a finished run's directory
     returns its result at once). See :mod:`sgmcmc.run.checkpoints`; with rows sharded the chief
-    alone writes and every worker resumes from its checkpoint, :mod:`sgmcmc.distribute.checkpoints`."""
+    alone writes and every worker resumes from its checkpoint, :mod:`sgmcmc.run.distributed_checkpoints`."""
     collective = Collective(place.n_workers, place.worker) if place.n_workers > 1 else None
     if collective is not None:  # first: what follows (the seed exchange among it) depends on the files
         agree_on_directory(collective, os.fspath(chain.checkpoint_dir))
@@ -207,7 +207,7 @@ def _run_split_with_checkpoints(
     place: Placement,
 ) -> Samples:
     """A whole-chain run whose chains are split over replicas, each replica checkpointing and
-    resuming its own chains in ``checkpoint_dir/replica-<r>/`` (:mod:`sgmcmc.distribute.checkpoints`)."""
+    resuming its own chains in ``checkpoint_dir/replica-<r>/`` (:mod:`sgmcmc.run.distributed_checkpoints`)."""
     collective = Collective(place.n_workers, place.worker) if place.n_workers > 1 else None
     layout = ReplicaCheckpoints(chain.checkpoint_dir, place, collective)
     given_seed = setup.seed

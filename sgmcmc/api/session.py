@@ -13,7 +13,7 @@ import numpy as np
 from ..run.chain import before_sampling
 from ..run.mode_search import find_mode_and_anchor
 from ..run.sampler import Sampler
-from ..tuning.stability import check_before_sampling
+from ..stability.check import check_before_sampling
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def init_sess(sampler: Sampler, verbose: bool | None = None) -> Session:
     at the mode (or at their own starts when a list was given). Then the stepsize is checked
     against the curvature where sampling starts (unless ``check_stepsize=False`` was given):
     :class:`~sgmcmc.StepsizeError` when unstable, :class:`~sgmcmc.StepsizeWarning` when it
-    distorts the sd by more than 10 % (:mod:`sgmcmc.tuning.stability`). ``verbose`` governs the mode
+    distorts the sd by more than 10 % (:mod:`sgmcmc.stability.check`). ``verbose`` governs the mode
     search's progress; None takes the ``verbose`` given to the CV ``*_setup`` (R). Calling it
     again restarts the chain."""
     if not isinstance(sampler, Sampler):

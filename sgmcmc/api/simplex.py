@@ -8,10 +8,10 @@ import tensorflow as tf
 
 from ..step.estimators import resolve_estimator
 from ..run.sampler import Sampler
-from ..run.samples import Samples
+from ..analysis.samples import Samples
 from .build import build_sampler
 from .docs import DISTRIBUTE_OPTIONS, SIMPLEX_CHAIN, SIMPLEX_PARAMETERS, shared_sections
-from .methods import METHODS
+from ..step.methods import METHODS
 from .options import Chain, Counts, Dataset, PerParameter, Starts, Model, Setup
 from .runs import run_whole_chain
 

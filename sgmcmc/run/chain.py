@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..distribute.collective import failed_worker
 from ..errors import DivergenceError, Interrupted, SamplingError
 from .sampler import Keep, Sampler
-from .samples import Samples
+from ..analysis.samples import Samples
 
 T = TypeVar("T")
 

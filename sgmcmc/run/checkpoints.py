@@ -397,7 +397,7 @@ def write_json_atomically(path: str, value: Any) -> None:
 
 class CheckpointDirectory:
     """Reads and writes one run's checkpoint directory. ``writer=False`` (the workers other than
-    the chief of a run whose rows are sharded, :mod:`sgmcmc.distribute.checkpoints`): read only —
+    the chief of a run whose rows are sharded, :mod:`sgmcmc.run.distributed_checkpoints`): read only —
     the directory is not even created, and :meth:`commit` is refused."""
 
     def __init__(self, directory: str, writer: bool = True):

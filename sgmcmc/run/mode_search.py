@@ -65,8 +65,8 @@ from .chain import before_sampling, run_mode_search
 from ..errors import DivergenceError, ModeSearchError
 from ..graph_options import package_call_options
 from .sampler import Sampler
-from ..tuning.curvature import NegativeHessian
-from ..tuning.stability import RowSample, check_before_sampling, lanczos_largest
+from ..stability.curvature import NegativeHessian
+from ..stability.check import RowSample, check_before_sampling, lanczos_largest
 
 #: The automatic search runs in this many stages, λ_max re-estimated before each.
 AUTO_STAGES = 4
@@ -362,7 +362,7 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     Then the distance from the mode is checked (:func:`check_mode`); while it is more than
     √d posterior sds, damped Newton-CG steps continue (:func:`polish_mode`), and if the estimate
     is still more than 5√d away, :class:`~sgmcmc.ModeSearchError`. Last, the stepsize is checked
-    against the curvature there (:func:`sgmcmc.tuning.stability.check_before_sampling`)."""
+    against the curvature there (:func:`sgmcmc.stability.check.check_before_sampling`)."""
     settings = sampler.control_variate
     step = _auto_step(sampler)
     if settings.n_iters_opt:

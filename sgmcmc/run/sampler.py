@@ -202,9 +202,9 @@ class Sampler:
         ``batch_size`` its n_w; every gradient evaluation is all-reduced). ``mode_start``: where
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
         another replica's share). ``stepsize_check``: check the stepsize against the curvature
-        before sampling (:mod:`sgmcmc.tuning.stability`)."""
+        before sampling (:mod:`sgmcmc.stability.check`)."""
         self.method = method
-        #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.tuning.stability`).
+        #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.stability.check`).
         self.stepsize_check = bool(stepsize_check)
         #: A model with no gradient (the count models of scir/sgrld): ``store_gradients`` is refused.
         self.uses_no_gradient = make_estimator is not None

@@ -1,9 +1,7 @@
-"""Tuning aids: the posterior's curvature and the discretisation's distortion (:mod:`.curvature`),
-the stepsize check (:mod:`.stability`: public and before sampling) and the KSD stepsize search
-(:mod:`.stepsize_search`)."""
+"""Choosing a stepsize: :func:`~sgmcmc.tuning.stepsize_search.tune_stepsize` runs short chains of
+the public samplers and keeps the stepsize that scores best. It sits above the API it runs; the
+stability check it leans on lives below, in :mod:`sgmcmc.stability`."""
 
-from .curvature import StepsizeCheck
-from .stability import check_stepsize
 from .stepsize_search import tune_stepsize
 
-__all__ = ["StepsizeCheck", "check_stepsize", "tune_stepsize"]
+__all__ = ["tune_stepsize"]

@@ -63,7 +63,7 @@ covers the check's power iteration stopping early or being run at a slightly dif
   diverge).
 
 **The minibatch noise is part of the cap** (issue 29.4): along the top direction the gradient
-estimate's variance per unit stepsize (:class:`~sgmcmc.tuning.stability.MinibatchNoise` at the
+estimate's variance per unit stepsize (:class:`~sgmcmc.stability.check.MinibatchNoise` at the
 start or mode, per minibatch size; for the CV samplers the rows' differences from the mode) enters
 the distortion as q = ε·V_vv, so a candidate is over the cap when its stepsize exceeds
 :data:`CAP_MARGIN` × the stepsize keeping ρ(μ, q) within 10 % (for plain SGLD at N/n = 100 that is
@@ -102,25 +102,24 @@ import pandas as pd
 import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
-from ..api.methods import METHODS
+from ..api import control_variate, gradient
+from ..api.runs import sample_chain
+from ..api.session import init_sess
+from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..graph_options import own_function
 from ..step.dynamics import HAMCMC, PSGLD
 from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
-from .curvature import (
+from ..stability.curvature import (
     NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, scaled_operator, sd_ratio,
 )
-from .stability import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
+from ..stability.check import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
 
-#: Samplers tune_stepsize can run (gradient samplers with a stepsize).
-
-def _public():
-    """The public samplers (imported when used: the samplers' set-up imports this package)."""
-    import sgmcmc
-
-    return sgmcmc
+def _setup_function(name: str):
+    """The public ``{name}_setup`` (the tuner drives the public step-by-step API)."""
+    return getattr(control_variate, f"{name}_setup", None) or getattr(gradient, f"{name}_setup")
 
 
 #: The samplers whose stepsize the check can judge (their dynamics' ``stepsize_stability``).
@@ -329,7 +328,7 @@ class _Cap:
             snapshots = []
             for k in range(HAMCMC_SNAPSHOTS):
                 if k:  # M more iterations: every pair renewed; one draw kept (the last)
-                    _public().sample_chain(sampler, memory, False, burn_in=sampler.iteration + memory - 1)
+                    sample_chain(sampler, memory, False, burn_in=sampler.iteration + memory - 1)
                 pairs = sampler.kernel_state()
                 snapshots.append([self._hamcmc_mu(eps, pairs["s"][c : c + 1], pairs["y"][c : c + 1])
                                   for c in range(sampler.n_chains)])
@@ -460,7 +459,7 @@ def tune_stepsize(
         stepsizes are not positive numbers, or the budget is too small.
     """
     name = _method_name(method)
-    setup = getattr(_public(), f"{name}_setup")
+    setup = _setup_function(name)
     signature = inspect.signature(setup).parameters
     accepted = set(signature)
     unknown = sorted(set(sampler_kwargs) - accepted)
@@ -476,7 +475,7 @@ def tune_stepsize(
         built[mb] = setup(log_lik, dataset, params, tunable, log_prior=log_prior, minibatch_size=mb, seed=seed,
                           check_stepsize=False, **sampler_kwargs)  # the cap below judges every candidate
     first = built[sizes[0]]
-    _public().init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
+    init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
     point = {k: v.read_value() for k, v in (first.estimator.mode if first.control_variate is not None else first.params).items()}
     plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
         first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
@@ -532,7 +531,7 @@ def tune_stepsize(
                 sampler.init_aux()
                 sampler.initialised = True
             else:
-                _public().init_sess(sampler, False)
+                init_sess(sampler, False)
         base[mb] = sampler.save(f"{workdir.name}/base_{id(sampler)}")
     saved: dict[int, str] = {}
     total_iters = {i: 0 for i in range(len(candidates))}
@@ -569,7 +568,7 @@ def tune_stepsize(
             thin = max(1, math.ceil((n - skip) / ksd_samples))
             diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, rows[mb]), ""
             try:
-                out = _public().sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
+                out = sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
                 value = _standardised_ksd(out, exact_scores, scale)
                 saved[i] = sampler.save(f"{workdir.name}/cand_{i}")
                 after = cap.after_run(eps, sampler, rows[mb])

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from . import arviz_io
+
 Arrays = dict[str, np.ndarray]
 
 
@@ -149,15 +151,17 @@ class Samples(dict):
 
     def to_inference_data(self):
         """An ArviZ ``InferenceData``; see :func:`sgmcmc.analysis.to_inference_data`."""
-        from ..analysis.diagnostics import to_inference_data
-
-        return to_inference_data(self)
+        stats: dict[str, np.ndarray] = {}
+        lp = self.log_posterior_by_chain()
+        if lp is not None:
+            stats["lp"] = lp
+        if self.gradients is not None:
+            stats.update({f"grad_{name}": g for name, g in self.by_chain("gradients").items()})
+        return arviz_io.inference_data(self.by_chain(), stats)
 
     def summary(self):
         """:func:`sgmcmc.analysis.summary` of these samples."""
-        from ..analysis.diagnostics import summary
-
-        return summary(self)
+        return arviz_io.summary_table(self.by_chain())
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}: {tuple(v.shape)}" for k, v in self.items())

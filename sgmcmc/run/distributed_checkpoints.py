@@ -47,9 +47,9 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from ..run.checkpoints import MANIFEST, CheckpointDirectory, combine_fingerprints, write_json_atomically
-from .collective import Collective, gather_or_raise
-from .placement import Placement
+from .checkpoints import MANIFEST, CheckpointDirectory, combine_fingerprints, write_json_atomically
+from ..distribute.collective import Collective, gather_or_raise
+from ..distribute.placement import Placement
 
 #: The split of a run whose chains are split over replicas (its top-level file).
 RECORD = "replicas.json"

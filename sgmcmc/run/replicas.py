@@ -22,9 +22,9 @@ import numpy as np
 import tensorflow as tf
 
 from ..errors import DivergenceError, Interrupted, SamplingError
-from ..run.samples import Samples
-from .collective import Collective, failed_worker
-from .placement import Placement
+from ..analysis.samples import Samples
+from ..distribute.collective import Collective, failed_worker
+from ..distribute.placement import Placement
 
 _FAILURES = (DivergenceError, SamplingError, Interrupted)
 

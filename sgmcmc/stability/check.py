@@ -22,7 +22,7 @@ samplers: the mode they found), with the stepsizes :math:`E = \mathrm{diag}(\eps
 
 On a Gaussian, along v, SGLD is :math:`u' = (1-\mu/2)u + \xi + \tfrac12\sqrt q\,\zeta`, so the
 stationary sd over the posterior's is :math:`\rho = \sqrt{(1 + q/4)/(1 - \mu/4)}`; SGHMC and SGNHT
-as in :func:`sgmcmc.tuning.curvature.sd_ratio` with the noise in every kick. Near the mode of a
+as in :func:`sgmcmc.stability.curvature.sd_ratio` with the noise in every kick. Near the mode of a
 well-specified model :math:`NC \approx A`, so for the plain estimator :math:`q \approx f(N/n)\mu`:
 at N/n = 100 the noise, not the discretisation, decides the sd.
 
@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..errors import StepsizeError
+from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
 from .. import checks
@@ -56,7 +56,6 @@ from .curvature import (
     _dynamics,
     _hyper,
     _is_control_variate,
-    _user_stacklevel,
     _warn,
     scaled_operator,
 )
@@ -140,7 +139,7 @@ def lanczos(operator: Callable[[Arrays], Arrays], like: Mapping[str, Any], max_i
 
 
 def lanczos_largest(operator, like, max_iters: int = LANCZOS_STEPS, tol: float = LANCZOS_TOL, seed: int = 0):
-    """(largest Ritz value, its vector, calls): :func:`sgmcmc.tuning.curvature.largest_eigenvalue`'s
+    """(largest Ritz value, its vector, calls): :func:`sgmcmc.stability.curvature.largest_eigenvalue`'s
     contract, by :func:`lanczos`."""
     result = lanczos(operator, like, max_iters, tol, seed)
     return float(result.values[0]), result.vectors[0], result.calls
@@ -285,7 +284,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     """The sampler's stepsize check (module docstring) at ``point`` (default: the CV mode, else
     the first chain's start), before anything is compiled: raises :class:`~sgmcmc.StepsizeError`
     when unstable, warns when the sd is distorted by more than 10 %; returns the
-    :class:`~sgmcmc.tuning.curvature.StepsizeCheck`, or None when the sampler's dynamics is not
+    :class:`~sgmcmc.stability.curvature.StepsizeCheck`, or None when the sampler's dynamics is not
     checked (or ``check_stepsize=False``)."""
     kernel, plain = sampler.kernel, sampler.plain_estimator
     method = getattr(type(kernel), "stepsize_stability", None)
@@ -317,7 +316,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
         )
     if result.unstable:
         raise StepsizeError(result.refusal(sampler.method), result)
-    _warn(result, sampler.method, stacklevel=_user_stacklevel(), slack=ESTIMATE_SLACK)
+    _warn(result, sampler.method, stacklevel=user_stacklevel(), slack=ESTIMATE_SLACK)
     return result
 
 

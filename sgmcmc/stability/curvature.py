@@ -42,8 +42,6 @@ reason alone): the check is about the discretisation.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -53,7 +51,7 @@ import tensorflow as tf
 
 from .. import checks
 from ..errors import StepsizeWarning
-from ..api.methods import METHODS
+from ..step.methods import METHODS
 from ..graph_options import own_function
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
@@ -425,16 +423,6 @@ def _show(stepsize: float | dict) -> str:
     return f"{stepsize:.3g}"
 
 
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside the sgmcmc package (for ``warnings.warn``
-    called by the caller of this function)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(2), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def scaled_operator(hess: Operator, root: Mapping[str, Any]) -> Operator:
     r"""The operator :math:`x \mapsto E^{1/2} A E^{1/2} x` for :math:`E^{1/2}` = ``root`` (name ->
     √stepsize: a number, or an array of the parameter's shape)."""
@@ -446,7 +434,7 @@ def _top_scaled(
     eigen: Callable = None,
 ) -> tuple[float, Arrays]:
     """μ = λ_max(E^½ A E^½) and its eigenvector, for stepsizes E = diag(stepsize) (``eigen``:
-    power iteration by default, or :func:`sgmcmc.tuning.stability.lanczos_largest`)."""
+    power iteration by default, or :func:`sgmcmc.stability.check.lanczos_largest`)."""
     root = {k: np.sqrt(stepsize[k]) for k in like}
     mu, v, _ = (eigen or largest_eigenvalue)(scaled_operator(hess, root), like, max_iters, tol, seed)
     return mu, v
@@ -509,7 +497,7 @@ def _check(
     exact_rows: bool = True,
 ) -> StepsizeCheck:
     """The check: μ and its direction (``top`` if already known), the noise along it (``noise``:
-    θ-direction -> variance, :class:`sgmcmc.tuning.stability.MinibatchNoise`), the distortion,
+    θ-direction -> variance, :class:`sgmcmc.stability.check.MinibatchNoise`), the distortion,
     the safe stepsize and, with ``per_parameter``, the block curvatures. ``hess`` defaults to the
     full-data operator; ``eigen`` to power iteration."""
     names = list(point)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
+from .dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
 
 
 @dataclass(frozen=True)
