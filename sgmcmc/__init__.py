@@ -28,26 +28,10 @@ from .errors import (
     StepsizeWarning,
 )
 from .run.sampler import Sampler
-from .api.control_variate import sghmccv, sghmccv_setup, sgldcv, sgldcv_setup, sgnhtcv, sgnhtcv_setup
-from .api.gradient import (
-    baoab,
-    baoab_setup,
-    hamcmc,
-    hamcmc_setup,
-    osgld,
-    osgld_setup,
-    psgld,
-    psgld_setup,
-    sghmc,
-    sghmc_setup,
-    sgld,
-    sgld_setup,
-    sgnht,
-    sgnht_setup,
-)
+from .api import samplers as _samplers
+from .api.samplers import *  # noqa: F403 -- the public pair of every row of the method table
 from .api.runs import sample_chain
 from .step.estimators import SAGA, SVRG, ControlVariate, Plain
-from .api.simplex import scir, scir_setup, sgrld, sgrld_setup
 from .analysis.samples import Samples
 from .api.session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 from .stability import StepsizeCheck, check_stepsize
@@ -59,8 +43,6 @@ __all__ = [
     "Plain",
     "SAGA",
     "SVRG",
-    "baoab",
-    "baoab_setup",
     "DivergenceError",
     "Interrupted",
     "NotInitialisedError",
@@ -78,11 +60,7 @@ __all__ = [
     "full_gradients",
     "get_dataset",
     "ksd",
-    "osgld",
-    "osgld_setup",
     "plot_trace",
-    "psgld",
-    "psgld_setup",
     "stein_thin",
     "summary",
     "to_inference_data",
@@ -90,29 +68,12 @@ __all__ = [
     "zv",
     "get_log_posterior",
     "get_params",
-    "hamcmc",
-    "hamcmc_setup",
     "init_sess",
     "sample_chain",
     "schedules",
-    "scir",
-    "scir_setup",
-    "sgrld",
-    "sgrld_setup",
-    "sghmc",
-    "sghmc_setup",
-    "sghmccv",
-    "sghmccv_setup",
-    "sgld",
-    "sgld_setup",
-    "sgldcv",
-    "sgldcv_setup",
     "sgmcmc_step",
-    "sgnht",
-    "sgnht_setup",
-    "sgnhtcv",
-    "sgnhtcv_setup",
 ]
+__all__ += _samplers.__all__
 try:
     __version__ = _version("sgmcmc")  # one source: pyproject.toml
 except PackageNotFoundError:  # run from a source tree that was never installed

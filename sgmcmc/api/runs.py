@@ -90,7 +90,15 @@ def sample_chain(
 def run_whole_chain(
     method: Method, arguments: dict[str, Any], model: Model, setup: Setup, estimator: EstimatorSpec, chain: Chain
 ) -> Samples:
-    """What every whole-chain public function does: check, set up, prepare, run."""
+    """What every whole-chain public function does: check, set up, prepare, run. The run options
+    of OSGLD's whole-chain function arrive with its ``arguments``: ``auto_burn_in`` (the kernel
+    finds the burn-in; :func:`run_until_burned_in`) and ``max_burn_in``."""
+    arguments = dict(arguments)
+    max_burn_in = arguments.pop("max_burn_in", None)
+    if arguments.get("auto_burn_in"):
+        return run_until_burned_in(method, arguments, model, setup, estimator, chain, max_burn_in)
+    if max_burn_in is not None:
+        raise ValueError("max_burn_in bounds the search of auto_burn_in=True; without it give burn_in= (or drop max_burn_in)")
     if chain.keep.count_until(chain.n_iters) == 0:
         raise ValueError(
             f"burn_in={chain.burn_in} is not less than n_iters={chain.n_iters}: no iteration would be kept; "

@@ -3,7 +3,8 @@
 This is the one place a sampler's name meets its kernel. What a method needs elsewhere
 (arguments and their checks, gradient evaluations per iteration, XLA, estimators it takes,
 whether rows can be sharded) is read from its dynamics class (:class:`sgmcmc.step.dynamics.base.Dynamics`).
-Adding a sampler is a kernel, one row here and its two public functions (docs/DESIGN.md).
+Adding a sampler is a kernel and one row here (with its import); its public pair is generated
+from the row (``python -m sgmcmc.api.generate``; docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
+from .dynamics.base import Dynamics, KernelContext
+from .dynamics.baoab import BAOAB
+from .dynamics.cir import SCIR, SGRLD
+from .dynamics.hamcmc import HAMCMC
+from .dynamics.osgld import OSGLD
+from .dynamics.psgld import PSGLD
+from .dynamics.sghmc import SGHMC
+from .dynamics.sgld import SGLD
+from .dynamics.sgnht import SGNHT
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ import pandas as pd
 import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
-from ..api import control_variate, gradient
+from ..api import samplers
 from ..api.runs import sample_chain
 from ..api.session import init_sess
 from ..step.methods import METHODS
@@ -119,7 +119,7 @@ from ..stability.check import MinibatchNoise, RowSample, check_rows, difference_
 
 def _setup_function(name: str):
     """The public ``{name}_setup`` (the tuner drives the public step-by-step API)."""
-    return getattr(control_variate, f"{name}_setup", None) or getattr(gradient, f"{name}_setup")
+    return getattr(samplers, f"{name}_setup")
 
 
 #: The samplers whose stepsize the check can judge (their dynamics' ``stepsize_stability``).

@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 
 
 def baoab_aoa(theta: tf.Tensor, v: tf.Tensor, noise: tf.Tensor, h, gamma) -> tuple[tf.Tensor, tf.Tensor]:
@@ -45,6 +45,22 @@ def baoab_aoa(theta: tf.Tensor, v: tf.Tensor, noise: tf.Tensor, h, gamma) -> tup
 @dataclass(frozen=True)
 class BAOAB(Dynamics):
     """The BAOAB kernel (module docstring); ``stepsize`` h and ``gamma`` (friction) per parameter."""
+
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="BAOAB",
+        argument_types={"gamma": "PerParameter"},
+        setup_doc=r"""Set up BAOAB Langevin dynamics (Leimkuhler & Matthews 2013; SGMCMCJax's ``baoab``): with
+    momentum v kept between iterations, each iteration is a half kick
+    :math:`v \leftarrow v + \frac{h}{2}g(\theta)`, a half drift :math:`\theta \leftarrow \theta + \frac{h}{2}v`,
+    the exact friction step :math:`v \leftarrow e^{-\gamma h}v + \sqrt{1 - e^{-2\gamma h}}\,N(0, I)`,
+    a half drift and a half kick, one gradient evaluation per iteration (the closing kick and the
+    next opening kick share it). For a Gaussian posterior and the exact gradient the positions'
+    stationary distribution is exact at any stable h (h < 2σ_min), where SGLD's is biased; with
+    minibatches the gradient noise adds variance as for every SG-MCMC method. ``stepsize`` is h
+    (a number, a dict or a schedule), ``gamma`` the friction (a number or a dict, > 0; the
+    Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.step.dynamics.baoab`.
+    """,
+    )
 
     stepsize: dict
     gamma: dict

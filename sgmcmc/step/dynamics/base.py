@@ -5,10 +5,48 @@ public arguments (:class:`Dynamics`) — never the method's name. The kernel pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from ... import checks
+
+
+@dataclass(frozen=True)
+class PublicFunctions:
+    """What the public functions of a dynamics say and take beyond the shared arguments: the
+    source of ``sgmcmc/api/samplers.py`` is generated from it and the method table
+    (``python -m sgmcmc.api.generate``; docs/DESIGN.md, "Adding a sampler").
+
+    Attributes
+    ----------
+    label
+        The name in prose ("pSGLD"); the CV twin is ``label + "-CV"``.
+    setup_doc
+        The ``*_setup`` docstring: the update, its equation and paper, its own arguments.
+    argument_types
+        Annotation (source text) of each hyperparameter; ``stepsize`` is ``PerParameter``.
+    leading
+        Hyperparameters placed right after ``params`` (positional, R's order); the others follow
+        ``minibatch_size``. None: those without a default.
+    cv_setup_doc
+        The control-variate twin's ``*_setup`` docstring, where the table has one.
+    run_doc
+        The whole-chain docstring when the standard sentence is not enough.
+    shared_parameters
+        False when ``setup_doc`` documents every parameter itself.
+    run_options
+        Extra keyword-only arguments of the whole-chain function: name -> (annotation, default
+        source), passed on to the run with the hyperparameters.
+    """
+
+    label: str
+    setup_doc: str
+    argument_types: Mapping[str, str] = field(default_factory=dict)
+    leading: tuple[str, ...] | None = None
+    cv_setup_doc: str | None = None
+    run_doc: str | None = None
+    shared_parameters: bool = True
+    run_options: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +93,8 @@ class Dynamics:
     #: A preconditioned stepsize (pSGLD, HAMCMC): judged after a run, at the preconditioner reached.
     preconditioned: ClassVar[bool] = False
     shard_refusal: ClassVar[str | None] = None
+    #: The public functions' documentation and argument layout (None: no public functions).
+    public: ClassVar[PublicFunctions | None] = None
 
     @property
     def gradient_evaluations(self) -> int:

@@ -51,7 +51,7 @@ import tensorflow as tf
 
 from ... import checks
 from ..contract import stepsize_at
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 
 __all__ = [
     "cir_exact_log_step",
@@ -279,6 +279,21 @@ class SCIR(_SimplexDynamics):
         :func:`resolve_stepsize`).
     """
 
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="SCIR",
+        argument_types={"alpha": "PerParameter"},
+        setup_doc=r"""Set up SCIR, the stochastic Cox–Ingersoll–Ross sampler (thesis §5.3, Algorithm 3).
+
+    Each θⱼ moves by the exact CIR transition over time h (eq. 5.3.2 with â, eq. 5.3.3):
+    θ' = (1 − e^(−h))/2 · W, W ~ χ²(2â, 2θe^(−h)/(1 − e^(−h))), drawn as
+    θ' = (1 − e^(−h)) · Gamma(â + P, 1), P ~ Poisson(θe^(−h)/(1 − e^(−h))) — no discretisation error;
+    the only error is the minibatch's (Corollary 5.4.2: E[θ̂_M] is the exact process's mean, the
+    variance grows by (1 − e^(−2Mh))(1 − e^(−h))/(1 + e^(−h)) Var[â]). The gamma draw is made in log
+    space, so tiny components are right down to small α; in float32 values of ω below 1.2e-38 may
+    round to 0 (use ``dtype=tf.float64`` when they matter).
+    """,
+    )
+
     stepsize: Stepsize
 
     def init_aux(self, params: Params, rng: Any = None, a_hat: Params | None = None) -> dict:
@@ -313,6 +328,20 @@ class SGRLD(_SimplexDynamics):
     ``"theta"``) and moves it by :func:`sgrld_step` with ``rng.normal`` noise, then returns
     :math:`\omega = \theta/\sum_j\theta_j`.
     """
+
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="SGRLD",
+        argument_types={"alpha": "PerParameter"},
+        setup_doc=r"""Set up SGRLD with the expanded-mean parametrisation (Patterson & Teh 2013; thesis
+    §5.2.2), the baseline SCIR is compared with: the Euler–Maruyama step of the same CIR diffusion
+    (5.3.1), mirrored at 0,
+
+    θ' = |θ + h(â − θ) + √(2hθ) ξ|, ξ ~ N(0, 1),
+
+    which has a discretisation error: for sparse posteriors (components near 0) it is badly biased
+    unless h is small (thesis §5.2.3, Fig. 5.2.1).
+    """,
+    )
 
     stepsize: Stepsize
 

@@ -116,7 +116,7 @@ from numbers import Real
 from typing import Any, ClassVar, Mapping
 
 from ..contract import Estimate, Estimator, Params, map_over_chains
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 from .hamcmc import flatten, unflatten
 
 #: Largest dimension (all parameters together) for dense matrices; the diagonal form above.
@@ -170,6 +170,94 @@ def _tiny(dtype: tf.DType) -> float:
 class OSGLD(Dynamics):
     """The OSGLD kernel (module docstring). ``c`` in (0, 1]; ``dense``: None chooses by
     :data:`DENSE_MAX_DIM`; ``detect_burn_in`` keeps the Eq. 17 criterion's state in aux."""
+
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="OSGLD",
+        argument_types={"c": "float"},
+        leading=('c',),
+        run_doc=r"""Run OSGLD (optimal preconditioned SGLD, El hanchi 2018 §2.3) for ``n_iters`` iterations:
+    the update, its deviations from the paper and the arguments of :func:`osgld_setup`, then the
+    whole chain in compiled chunks.
+
+    Chain options as for :func:`sgld`, and:
+
+    auto_burn_in : bool, keyword-only
+        Find the burn-in with El hanchi's criterion (2018 Eq. 17) reworked so that its error rates
+        do not depend on d (derivation in :mod:`sgmcmc.step.dynamics.osgld`): chain k is ready at the
+        first iteration t at which, with ȳ the mean of the estimates g of the last w = ⌈1/k⌉
+        iterations whitened by H^-½ and at least w iterations having moved θ, the components z of
+        ȳ in the eigenbasis of its stationary covariance aI + b f(N²/n) H^-½CH^-½ (a, b from the
+        chain's autocorrelation ρ = 1 − k/2 over the window), each scaled to unit variance, satisfy
+        max |z_j| ≤ Φ⁻¹((1 + 0.8^{1/d})/2) and Σ z_j² ≤ χ²_d(0.8): at stationarity it holds with
+        probability ≥ 0.6 at every d (the printed Eq. 17, every |mean Y_j| within one
+        √diag[(N C + G)/w + f N²/(w n) C], held with probability falling exponentially in d: never
+        within 10^4 iterations at d = 26, even from the mode). The criterion is
+        evaluated in the compiled loop, which stops once it has held (at any iteration, once is
+        enough) for every chain; that iteration is ``samples.burn_in_found``, and then
+        ``n_iters`` iterations run and are kept (with ``thin``): draws are the states after
+        iterations burn_in_found + thin, + 2·thin, …. The chain itself is the one
+        :func:`osgld_setup` with the same seed gives step by step. Not with ``burn_in`` nor
+        (yet) with ``checkpoint_dir``.
+    max_burn_in : int, keyword-only
+        With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
+        beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
+
+    Returns
+    -------
+    Samples
+        As for :func:`sgld`; with ``auto_burn_in``, ``burn_in_found`` is the iteration at which
+        the criterion first held for all chains (also on the samples an exception carries).
+    """,
+        shared_parameters=False,
+        run_options={"auto_burn_in": ("bool", "False"), "max_burn_in": ("int | None", "None")},
+        setup_doc=r"""Set up optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algorithm 1 "OSGFS";
+    El hanchi 2019; SPEC §8) for near-Gaussian posteriors. No stepsize. All parameters are
+    flattened into one vector θ ∈ R^d per chain; with g the plain minibatch estimate of the
+    log-posterior gradient (SPEC §3; Eq. 3) each iteration is
+
+    Δθ = D g + N(0, [2D − f (N²/n) D C D − D H D]₊)          (Eq. 8)
+    D = (k/2) H⁻¹,  H = N C + G                               (Eqs. 9, 10)
+    k = min{c, 4 max{n/(N + n), r/(r + N/n)}},  r = λ_min(H⁻¹)/λ_max(H⁻¹ N C H⁻¹)   (Eqs. 15, 16)
+
+    C: the per-row log-likelihood gradient covariance, estimated from each minibatch (sample
+    covariance of its n per-row gradients, n − 1 denominator) and averaged with weight
+    max(1/t, 1/W), W = max(100, ⌈50p/(n − 1)⌉) (p = d, or 1 in the diagonal form): Algorithm 1's
+    cumulative average for W iterations, then an exponential moving average, so that C(θ) of a
+    distant start is forgotten. G = −∇² log p(θ) (the prior's
+    negative Hessian; I/τ² for a N(0, τ²I) prior; 0 for ``log_prior=None``) by automatic
+    differentiation at the current θ. [·]₊ projects onto the positive semi-definite cone
+    (eigenvalues clipped at 0), since C is estimated. H's eigenvalues are floored at
+    d·ε_dtype·λ_max(H).
+
+    Deviations from the paper: f = 1 − n/N, the finite-population factor of minibatches drawn
+    without replacement (SPEC §3; the paper's Eq. 4 has f = 1, as here with
+    ``minibatch_replace=True``); the running average of C
+    described above (the paper: a cumulative average); the first iterations only estimate C (θ
+    does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
+    ``c`` may be 1 (the paper: c < 1).
+
+    Dense d × d matrices for d ≤ 100 (three eigendecompositions per iteration, ~1.5 ms at d = 100);
+    above that the diagonal form: C and G are replaced by their diagonals (G's by a one-probe
+    Hutchinson estimate, exact for a prior with independent coordinates), so every formula holds
+    per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
+    preconditioner otherwise.
+
+    Parameters
+    ----------
+    log_lik, dataset, params, log_prior, seed, dtype, n_chains, constraints, check_model
+        As for :func:`sgld_setup`. Only the plain minibatch estimator is supported: the noise
+        correction assumes plain minibatch noise.
+    c : float
+        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
+        mixing, larger discretisation error away from Gaussianity.
+    minibatch_size : float or int
+        As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
+    estimator : str, keyword-only
+        ``"plain"`` only (accepted for a uniform signature; any other value is refused).
+    minibatch_replace : bool, keyword-only
+        Rows drawn i.i.d. with replacement (then f = 1 above).
+    """,
+    )
 
     c: float = 0.1
     dense: bool | None = None

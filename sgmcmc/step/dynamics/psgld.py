@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Mapping
 
 from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 
 
 def psgld_update(theta, grad, v, noise, stepsize, beta: float, lam: float):
@@ -39,6 +39,20 @@ def psgld_update(theta, grad, v, noise, stepsize, beta: float, lam: float):
 
 @dataclass(frozen=True)
 class PSGLD(Dynamics):
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="pSGLD",
+        argument_types={"beta": "float", "lam": "float"},
+        setup_doc=r"""Set up preconditioned SGLD (Li et al. 2016, Algorithm 1; SPEC §8). Per element, with
+    g the full-scale gradient estimate (prior + N/n · minibatch sum, SPEC §3):
+    :math:`V \leftarrow \beta V + (1-\beta) g\odot g`, :math:`G = 1/(\lambda + \sqrt V)`,
+    :math:`\theta \leftarrow \theta + \frac{\epsilon}{2} G g + N(0, \epsilon G)`; V starts at 0
+    and is updated before it is used. Deviations: Li et al. build V from the mean per-row
+    gradient g/N, which only rescales ε and λ (their (ε, λ) are our (εN, λN)); the correction
+    term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
+    ε → 0. ``beta`` in [0, 1), ``lam`` > 0. Other arguments as :func:`sgld_setup`.
+    """,
+    )
+
     stepsize: dict
     beta: float = 0.99
     lam: float = 1e-5

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 
 
 def sghmc_kick(nu: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize, alpha, fraction: float = 1.0) -> tf.Tensor:
@@ -32,6 +32,21 @@ class SGHMC(Dynamics):
     (0.52 at L = 1, 0.84 at L = 5 on N(0, 1)); the half kick removes that bias
     (tests/test_sghmc_variance.py). The momentum does not outlive an iteration: no aux state.
     """
+
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="SGHMC",
+        argument_types={"alpha": "PerParameter", "L": "int"},
+        cv_setup_doc=r"""Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
+    :func:`sgldcv_setup`.
+    """,
+        setup_doc=r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
+    :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
+    :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
+    An iteration costs about ``L`` SGLD iterations. ``alpha`` is a number or a dict like
+    ``stepsize``; other arguments as :func:`sgld_setup`.
+    """,
+    )
 
     stepsize: dict
     alpha: dict

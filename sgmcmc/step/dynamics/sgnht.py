@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 from ... import checks
 from ..contract import Estimate, Estimator, Params, reduce_per_chain, stepsize_at
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, PublicFunctions
 
 
 def sgnht_update(theta, u, thermostat, grad, noise, stepsize, a):
@@ -32,6 +32,20 @@ def sgnht_update(theta, u, thermostat, grad, noise, stepsize, a):
 @dataclass(frozen=True)
 class SGNHT(Dynamics):
     """SGNHT: momentum drawn once from N(0, ε), thermostats start at ``a``."""
+
+    public: ClassVar[PublicFunctions] = PublicFunctions(
+        label="SGNHT",
+        argument_types={"a": "PerParameter"},
+        cv_setup_doc=r"""Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
+    :func:`sgldcv_setup`.
+    """,
+        setup_doc=r"""Set up SGNHT (Ding et al. 2014): momentum :math:`u \sim N(0, \epsilon)` once,
+    thermostat :math:`\alpha = a` per parameter; each iteration
+    :math:`u \leftarrow u + \epsilon g(\theta) - \alpha u + N(0, 2a\epsilon)`,
+    :math:`\theta \leftarrow \theta + u`, :math:`\alpha \leftarrow \alpha + \overline{u^2} - \epsilon`.
+    Other arguments as :func:`sgld_setup`.
+    """,
+    )
 
     stepsize: dict
     a: dict

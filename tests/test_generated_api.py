@@ -1,0 +1,32 @@
+"""The public samplers are source generated from the method table (sgmcmc/api/generate.py).
+
+Fails when ``sgmcmc/api/samplers.py`` differs from what the table and the dynamics classes give
+(checked: changing one word of ``SGHMC.public.setup_doc`` without regenerating fails it), and
+checks that every row has its pair with the dynamics' hyperparameters and defaults.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import sgmcmc
+from sgmcmc.api import generate
+from sgmcmc.step.methods import METHODS
+
+
+def test_samplers_py_is_generated_from_the_table():
+    assert generate.TARGET.read_text() == generate.render(), (
+        "sgmcmc/api/samplers.py is stale: run `python -m sgmcmc.api.generate` and commit the result"
+    )
+
+
+def test_every_row_has_its_pair_with_its_hyperparameters_and_defaults():
+    for name, method in METHODS.items():
+        for public in (getattr(sgmcmc, name), getattr(sgmcmc, f"{name}_setup")):
+            parameters = inspect.signature(public).parameters
+            for h in method.dynamics.hyperparameters:
+                assert h in parameters, (public.__name__, h)
+                if h in method.dynamics.defaults:
+                    assert parameters[h].default == method.dynamics.defaults[h], (public.__name__, h)
+            assert public.__doc__, public.__name__
+            assert public.__name__ in sgmcmc.__all__
