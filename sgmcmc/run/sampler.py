@@ -4,8 +4,10 @@
 inside loops (:meth:`Sampler.advance` for iterations kept by nobody, :meth:`Sampler.sample_groups`
 for groups of ``thin`` iterations ending in a kept one: many iterations per call, only kept
 iterations written to ``TensorArray`` s); the step-by-step API runs one iteration
-(:meth:`Sampler.step`). Both draw from the same ``tf.random.Generator`` in the same order and
-pass the same global iteration ``t``, so the same seed gives the same chain.
+(:meth:`Sampler.step`). Both pass the same global iteration ``t`` to the same counter-based
+draws (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by the seed and stream, counter
+(chain, t, call)) and read the same minibatch rows (a function of (seed, stream, chain, t),
+:mod:`sgmcmc.data.minibatch`), so the same seed gives the same chain.
 
 K chains are stepped together: every state tensor has a leading chain axis (see
 :mod:`sgmcmc.step.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
