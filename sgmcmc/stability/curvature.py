@@ -49,17 +49,19 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from .. import checks
 from ..errors import StepsizeWarning
 from ..step.methods import METHODS
 from ..graph_options import own_function
+from ..step.dynamics.base import Dynamics
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 Arrays = dict[str, np.ndarray]
 Operator = Callable[[Arrays], Arrays]
 
-#: The methods whose distortion formula is known, by dynamics.
-DYNAMICS = ("sgld", "sghmc", "sgnht")
+#: The stability models: the samplers (not CV twins) whose dynamics has a distortion formula.
+DYNAMICS = tuple(
+    name for name, row in METHODS.items() if row.dynamics.stepsize_stability == name and not row.control_variate
+)
 
 
 # -- Hessian-vector products and power iteration -------------------------------------------------
@@ -176,118 +178,55 @@ def largest_eigenvalue(
 
 
 # -- the distortion of the discretised dynamics ----------------------------------------------------
-def sd_ratio(method: str, mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0) -> float:
+# The formulas live with each dynamics class (its ``sd_ratio`` and what follows from it; SGLD's
+# closed forms): these take a stability model's name (a dynamics' ``stepsize_stability``, or a
+# sampler's name) or the class, for the check, the tuner and the tests.
+def stability_model(method: str | type[Dynamics]) -> type[Dynamics]:
+    """The dynamics class whose formulas judge ``method`` (a class, a stability model's name or a
+    sampler's name, ``_setup`` and CV twins included)."""
+    if isinstance(method, type):
+        return method
+    row = METHODS.get(str(method).removesuffix("_setup"))
+    if row is None or row.dynamics.stepsize_stability is None:
+        raise ValueError(f"no distortion formula for {method!r}: use one of {DYNAMICS}")
+    return row.dynamics
+
+
+def sd_ratio(
+    method: str | type[Dynamics], mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0
+) -> float:
     r"""Stationary sd of the discretised chain over the target's, along a direction of scaled
     curvature μ (= ελ), on a Gaussian; ``inf`` where the recursion grows, NaN where it neither
-    grows nor settles (SGHMC with ``alpha = 0``, SGNHT with ``a = 0``: no friction in the model). ``noise`` is the
-    gradient estimate's variance along that direction in the same scaled units,
+    grows nor settles (SGHMC with ``alpha = 0``, SGNHT with ``a = 0``: no friction in the model).
+    ``noise`` is the gradient estimate's variance along that direction in the same scaled units,
     :math:`q = \epsilon\,w^\top V w` (0: exact gradients; module docstring). ``method``:
     ``"sgld"`` (:math:`\rho^2 = (1 + q/4)/(1 - \mu/4)`), ``"sghmc"`` (exact per-iteration
     recursion, friction ``alpha``, ``L`` leapfrog steps, the noise entering every kick) or
-    ``"sgnht"`` (thermostat frozen at ``a``)."""
-    if mu <= 0:
-        return 1.0
-    q = max(float(noise), 0.0)
-    if method == "sgld":
-        return float(np.sqrt((1.0 + q / 4.0) / (1.0 - mu / 4.0))) if mu < 4.0 else np.inf
-    if method == "sghmc":
-        # Coefficients of u over [u_t, w_0, xi_1..xi_L, zeta_1..zeta_L] through one iteration
-        # (xi: the injected noise of kick j, zeta: the gradient noise of kick j).
-        size = 2 + 2 * L
-        u = np.zeros(size)
-        u[0] = 1.0
-        w = np.zeros(size)
-        w[1] = 1.0
-        for j in range(L):
-            f = 0.5 if j == 0 else 1.0
-            kick = np.zeros(size)
-            kick[2 + j] = np.sqrt(2.0 * f * alpha)
-            kick[2 + L + j] = f * np.sqrt(q)
-            w = w - f * mu * u - alpha * w + kick
-            u = u + w
-        if abs(u[0]) > 1.0 + 1e-9:
-            return np.inf
-        if abs(u[0]) >= 1.0 - 1e-9:  # no friction: neither growing nor settling (no stationary sd)
-            return np.nan
-        return float(np.sqrt(mu * np.sum(u[1:] ** 2) / (1.0 - u[0] ** 2)))
-    if method == "sgnht":
-        # (u, w) -> (u + w', w'), w' = (1 - a) w - mu u + sqrt(2a) xi + sqrt(q) zeta.
-        m = np.array([[1.0 - mu, 1.0 - a], [-mu, 1.0 - a]])
-        radius = float(np.max(np.abs(np.linalg.eigvals(m))))
-        if radius > 1.0 + 1e-9:
-            return np.inf
-        if radius >= 1.0 - 1e-9:  # a = 0: the frozen thermostat gives no friction, no stationary sd
-            return np.nan
-        drive = (2.0 * a + q) * np.ones((2, 2))
-        cov = np.linalg.solve(np.eye(4) - np.kron(m, m), drive.reshape(-1)).reshape(2, 2)
-        return float(np.sqrt(mu * cov[0, 0]))
-    raise ValueError(f"no distortion formula for {method!r}: use one of {DYNAMICS}")
+    ``"sgnht"`` (thermostat frozen at ``a``): the ``sd_ratio`` of that dynamics class."""
+    return stability_model(method).sd_ratio(mu, noise=noise, alpha=alpha, L=L, a=a)
 
 
-def stability_limit(method: str, **hyper: float) -> float:
+def stability_limit(method: str | type[Dynamics], **hyper: float) -> float:
     """The scaled curvature μ at which the dynamics' recursion becomes unstable (SGLD: 4; the
     others by bisection on where :func:`sd_ratio` turns infinite). The noise does not move it."""
-    if method == "sgld":
-        return 4.0
-
-    def grows(mu: float) -> bool:
-        return bool(np.isinf(sd_ratio(method, mu, **hyper)))
-
-    lo, hi = 1e-6, 64.0
-    if not grows(hi):
-        return hi
-    for _ in range(80):
-        mid = np.sqrt(lo * hi)
-        lo, hi = (lo, mid) if grows(mid) else (mid, hi)
-    return float(lo)
+    return stability_model(method).stability_limit(**hyper)
 
 
-def safe_factor(method: str, mu: float, noise: float = 0.0, distortion: float = 0.1, **hyper: float) -> float:
+def safe_factor(
+    method: str | type[Dynamics], mu: float, noise: float = 0.0, distortion: float = 0.1, **hyper: float
+) -> float:
     r"""The largest c such that the stepsize times c keeps :math:`|\rho - 1| \le \delta` along a
     direction of scaled curvature μ and scaled noise q (both scale with the stepsize: cμ, cq).
     SGLD in closed form, :math:`c = 4((1+\delta)^2 - 1)/(q + \mu(1+\delta)^2)`; otherwise a
     geometric grid scan and bisection."""
-    if mu <= 0 and noise <= 0:
-        return np.inf
-    if method == "sgld":
-        grow = (1.0 + distortion) ** 2
-        return 4.0 * (grow - 1.0) / (max(noise, 0.0) + max(mu, 0.0) * grow)
-
-    def bad(c: float) -> bool:  # a NaN ratio (no friction: no stationary sd) is not judged
-        ratio = sd_ratio(method, c * mu, noise=c * noise, **hyper)
-        return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
-
-    return _last_good(bad, np.geomspace(1e-6, 64.0, 600) / max(mu, noise))
+    return stability_model(method).safe_factor(mu, noise, distortion, **hyper)
 
 
-def _last_good(bad: Callable[[float], bool], grid: np.ndarray) -> float:
-    """The largest x before ``bad`` first holds on the increasing ``grid`` (its last point when
-    it never does, 0 when it holds at the first), refined by 60 bisections."""
-    flags = [bad(x) for x in grid]
-    if not any(flags):
-        return float(grid[-1])
-    i = flags.index(True)
-    if i == 0:
-        return 0.0
-    lo, hi = grid[i - 1], grid[i]
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if bad(mid) else (mid, hi)
-    return float(lo)
-
-
-def largest_safe_mu(method: str, distortion: float = 0.1, **hyper: float) -> float:
+def largest_safe_mu(method: str | type[Dynamics], distortion: float = 0.1, **hyper: float) -> float:
     r"""The smallest scaled curvature μ at which :math:`|\rho(\mu) - 1|` reaches ``distortion``
     (closed form for SGLD, :math:`4(1 - (1+\delta)^{-2})`; otherwise a grid scan over (0, 4]
     and bisection). Stepsizes with μ below it keep the sd within the stated proportion."""
-    if method == "sgld":
-        return 4.0 * (1.0 - (1.0 + distortion) ** -2)
-
-    def bad(mu: float) -> bool:  # a NaN ratio (no friction: no stationary sd) is not judged
-        ratio = sd_ratio(method, mu, **hyper)
-        return bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion)
-
-    return _last_good(bad, np.geomspace(1e-4, 4.0, 400))
+    return stability_model(method).largest_safe_mu(distortion, **hyper)
 
 
 # -- the check ---------------------------------------------------------------------------------------
@@ -576,10 +515,4 @@ def _dynamics(method: Any) -> str:
 def _hyper(name: str, names: list[str], alpha: Any, L: Any, a: Any) -> dict[str, dict[str, float]]:
     """Per parameter, the hyperparameters of the distortion formula (a per-parameter ``alpha`` or
     ``a``: the check uses the value of the parameter the top eigenvector loads on most)."""
-    if name == "sghmc":
-        alphas = checks.per_parameter(alpha, names, "alpha")
-        return {k: {"alpha": float(alphas[k]), "L": int(L)} for k in names}
-    if name == "sgnht":
-        a_s = checks.per_parameter(a, names, "a")
-        return {k: {"a": float(a_s[k])} for k in names}
-    return {k: {} for k in names}
+    return stability_model(name).distortion_hyperparameters(names, {"alpha": alpha, "L": L, "a": a})

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from ... import checks
+from . import distortion as _distortion
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,38 @@ class Dynamics:
     def minibatches_per_iteration(self) -> int:
         """Fresh minibatches per chain and iteration, drawn ahead by the sampler."""
         return 1
+
+    # -- what the stepsize check and the tuner read (classes with a stepsize_stability) ----------
+    @classmethod
+    def sd_ratio(cls, mu: float, noise: float = 0.0, **hyper: float) -> float:
+        r"""Stationary sd of the discretised chain over the target's along a direction of scaled
+        curvature μ = ελ with scaled gradient noise q = ``noise``, on a Gaussian
+        (:mod:`sgmcmc.stability.curvature` derives each dynamics' formula); ``inf`` where the
+        recursion grows, NaN where it neither grows nor settles. ``hyper``: the values of
+        :meth:`distortion_hyperparameters` (others ignored)."""
+        raise NotImplementedError(f"{cls.__name__} has no stationary-sd formula (stepsize_stability is None)")
+
+    @classmethod
+    def distortion_hyperparameters(cls, names: list[str], values: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """Per parameter, the hyperparameters :meth:`sd_ratio` takes, from ``values`` (the
+        sampler's or the public check's arguments; a per-parameter value gives each parameter
+        its own)."""
+        return {k: {} for k in names}
+
+    @classmethod
+    def stability_limit(cls, **hyper: float) -> float:
+        """The scaled curvature μ at which the recursion becomes unstable."""
+        return _distortion.stability_limit(cls.sd_ratio, **hyper)
+
+    @classmethod
+    def safe_factor(cls, mu: float, noise: float = 0.0, distortion: float = 0.1, **hyper: float) -> float:
+        r"""The largest c such that the stepsize times c keeps :math:`|\rho - 1| \le \delta`."""
+        return _distortion.safe_factor(cls.sd_ratio, mu, noise, distortion, **hyper)
+
+    @classmethod
+    def largest_safe_mu(cls, distortion: float = 0.1, **hyper: float) -> float:
+        r"""The smallest μ at which :math:`|\rho(\mu) - 1|` reaches δ (exact gradients)."""
+        return _distortion.largest_safe_mu(cls.sd_ratio, distortion, **hyper)
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
@@ -54,6 +55,38 @@ class SGHMC(Dynamics):
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L")
     stepsize_stability: ClassVar[str | None] = "sghmc"
+
+    @classmethod
+    def sd_ratio(cls, mu: float, noise: float = 0.0, alpha: float = 0.01, L: int = 5, **hyper: float) -> float:
+        """The exact per-iteration recursion: friction ``alpha``, ``L`` leapfrog steps, the noise
+        entering every kick; NaN with ``alpha = 0`` (no stationary sd)."""
+        if mu <= 0:
+            return 1.0
+        q = max(float(noise), 0.0)
+        # Coefficients of u over [u_t, w_0, xi_1..xi_L, zeta_1..zeta_L] through one iteration
+        # (xi: the injected noise of kick j, zeta: the gradient noise of kick j).
+        size = 2 + 2 * L
+        u = np.zeros(size)
+        u[0] = 1.0
+        w = np.zeros(size)
+        w[1] = 1.0
+        for j in range(L):
+            f = 0.5 if j == 0 else 1.0
+            kick = np.zeros(size)
+            kick[2 + j] = np.sqrt(2.0 * f * alpha)
+            kick[2 + L + j] = f * np.sqrt(q)
+            w = w - f * mu * u - alpha * w + kick
+            u = u + w
+        if abs(u[0]) > 1.0 + 1e-9:
+            return np.inf
+        if abs(u[0]) >= 1.0 - 1e-9:  # no friction: neither growing nor settling (no stationary sd)
+            return np.nan
+        return float(np.sqrt(mu * np.sum(u[1:] ** 2) / (1.0 - u[0] ** 2)))
+
+    @classmethod
+    def distortion_hyperparameters(cls, names: list[str], values: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        alphas = checks.per_parameter(values["alpha"], names, "alpha")
+        return {k: {"alpha": float(alphas[k]), "L": int(values["L"])} for k in names}
     defaults: ClassVar[dict[str, Any]] = {"alpha": 0.01, "L": 5}
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import tensorflow as tf
 
 from ..contract import Estimate, Estimator, Params, stepsize_at
@@ -40,6 +41,31 @@ class SGLD(Dynamics):
 
     stepsize: dict
     stepsize_stability: ClassVar[str | None] = "sgld"
+
+    @classmethod
+    def sd_ratio(cls, mu: float, noise: float = 0.0, **hyper: float) -> float:
+        r""":math:`\rho^2 = (1 + q/4)/(1 - \mu/4)` (exact on a Gaussian), ``inf`` from μ = 4."""
+        if mu <= 0:
+            return 1.0
+        q = max(float(noise), 0.0)
+        return float(np.sqrt((1.0 + q / 4.0) / (1.0 - mu / 4.0))) if mu < 4.0 else np.inf
+
+    @classmethod
+    def stability_limit(cls, **hyper: float) -> float:
+        return 4.0
+
+    @classmethod
+    def safe_factor(cls, mu: float, noise: float = 0.0, distortion: float = 0.1, **hyper: float) -> float:
+        r"""Closed form: :math:`c = 4((1+\delta)^2 - 1)/(q + \mu(1+\delta)^2)`."""
+        if mu <= 0 and noise <= 0:
+            return np.inf
+        grow = (1.0 + distortion) ** 2
+        return 4.0 * (grow - 1.0) / (max(noise, 0.0) + max(mu, 0.0) * grow)
+
+    @classmethod
+    def largest_safe_mu(cls, distortion: float = 0.1, **hyper: float) -> float:
+        r"""Closed form: :math:`4(1 - (1+\delta)^{-2})`."""
+        return 4.0 * (1.0 - (1.0 + distortion) ** -2)
 
     def init_aux(self, params: Params, rng) -> dict:
         return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
@@ -51,6 +52,29 @@ class SGNHT(Dynamics):
     a: dict
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "a")
     stepsize_stability: ClassVar[str | None] = "sgnht"
+
+    @classmethod
+    def sd_ratio(cls, mu: float, noise: float = 0.0, a: float = 0.01, **hyper: float) -> float:
+        """The thermostat frozen at ``a``: (u, w) -> (u + w', w'), w' = (1 - a) w - mu u +
+        sqrt(2a) xi + sqrt(q) zeta, a 2-d recursion whose stationary covariance solves the discrete
+        Lyapunov equation; NaN with ``a = 0`` (no stationary sd)."""
+        if mu <= 0:
+            return 1.0
+        q = max(float(noise), 0.0)
+        m = np.array([[1.0 - mu, 1.0 - a], [-mu, 1.0 - a]])
+        radius = float(np.max(np.abs(np.linalg.eigvals(m))))
+        if radius > 1.0 + 1e-9:
+            return np.inf
+        if radius >= 1.0 - 1e-9:  # a = 0: the frozen thermostat gives no friction, no stationary sd
+            return np.nan
+        drive = (2.0 * a + q) * np.ones((2, 2))
+        cov = np.linalg.solve(np.eye(4) - np.kron(m, m), drive.reshape(-1)).reshape(2, 2)
+        return float(np.sqrt(mu * cov[0, 0]))
+
+    @classmethod
+    def distortion_hyperparameters(cls, names: list[str], values: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        a_s = checks.per_parameter(values["a"], names, "a")
+        return {k: {"a": float(a_s[k])} for k in names}
     defaults: ClassVar[dict[str, Any]] = {"a": 0.01}
 
     @classmethod
