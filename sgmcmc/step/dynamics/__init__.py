@@ -6,7 +6,7 @@ See :mod:`sgmcmc.step.contract` for the kernel protocol every dynamics follows a
 
 from ..contract import Estimate, Kernel, stepsize_at
 from .baoab import BAOAB
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, Segment
 from .cir import SCIR, SGRLD
 from .hamcmc import HAMCMC
 from .osgld import OSGLD
@@ -18,5 +18,5 @@ from .sgnht import SGNHT
 
 __all__ = [
     "BAOAB", "Dynamics", "Estimate", "HAMCMC", "Kernel", "KernelContext", "OSGLD", "PSGLD", "SCIR", "SGD", "SGHMC",
-    "SGLD", "SGNHT", "SGRLD", "stepsize_at",
+    "SGLD", "SGNHT", "SGRLD", "Segment", "stepsize_at",
 ]

@@ -6,7 +6,7 @@ public arguments (:class:`Dynamics`) — never the method's name. The kernel pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 from ... import checks
 
@@ -21,6 +21,22 @@ class KernelContext:
     n_rows: int
     batch_size: int | None
     estimator: str
+
+
+class Segment(NamedTuple):
+    """A stretch of a whole-chain run: ``n_iters`` iterations, of which those at positions
+    ``skip + thin``, ``skip + 2·thin``, … (counted from the segment's start, at most ``n_iters``)
+    are kept. ``label`` tags the segment's kept draws in ``Samples.cycle`` (None: untagged)."""
+
+    n_iters: int
+    skip: int
+    thin: int
+    label: int | None = None
+
+    @property
+    def kept(self) -> int:
+        """How many of its iterations the segment keeps."""
+        return max(0, (self.n_iters - self.skip) // self.thin)
 
 
 class Dynamics:
@@ -42,6 +58,10 @@ class Dynamics:
         How the stepsize check and ``tune_stepsize`` judge its stepsize.
     shard_refusal
         Why its rows cannot be sharded across workers, or None (SPEC §12).
+    stepsize_schedules
+        Whether its stepsize may be a schedule (:mod:`sgmcmc.schedules`); False where the
+        dynamics is its own schedule (cyclical SG-MCMC). ``tune_stepsize`` tunes through a
+        schedule, so only these.
     """
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize",)
@@ -55,6 +75,7 @@ class Dynamics:
     #: A preconditioned stepsize (pSGLD, HAMCMC): judged after a run, at the preconditioner reached.
     preconditioned: ClassVar[bool] = False
     shard_refusal: ClassVar[str | None] = None
+    stepsize_schedules: ClassVar[bool] = True
 
     @property
     def gradient_evaluations(self) -> int:
@@ -66,6 +87,13 @@ class Dynamics:
     def minibatches_per_iteration(self) -> int:
         """Fresh minibatches per chain and iteration, drawn ahead by the sampler."""
         return 1
+
+    def segments(self, n_iters: int, burn_in: int, thin: int) -> list[Segment]:
+        """The whole-chain run's plan of kept draws: segments run one after the other on the same
+        chain, their kept draws concatenated (:func:`sgmcmc.api.runs.run_whole_chain`). The
+        default is one unlabelled segment: iterations ``burn_in + thin``, ``burn_in + 2·thin``, …
+        of ``n_iters``."""
+        return [Segment(n_iters, burn_in, thin)]
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":
