@@ -2,7 +2,7 @@
 
 A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
 SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case, and
-pSGLD, HAMCMC, OSGLD, BAOAB, SCIR and SGRLD;
+pSGLD, HAMCMC, OSGLD, BAOAB, cyclical SGLD/SGHMC, SCIR and SGRLD;
 several chains in one compiled loop, and the analysis of their output.
 """
 
@@ -28,6 +28,7 @@ from .errors import (
     StepsizeWarning,
 )
 from .run.sampler import Sampler
+from .api.cyclical import csghmc, csghmc_setup, csgld, csgld_setup
 from .api.control_variate import sghmccv, sghmccv_setup, sgldcv, sgldcv_setup, sgnhtcv, sgnhtcv_setup
 from .api.gradient import (
     baoab,
@@ -75,6 +76,10 @@ __all__ = [
     "MixingWarning",
     "CompilationWarning",
     "check_stepsize",
+    "csghmc",
+    "csghmc_setup",
+    "csgld",
+    "csgld_setup",
     "full_gradients",
     "get_dataset",
     "ksd",

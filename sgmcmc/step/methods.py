@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
+from .dynamics import BAOAB, CSGHMC, CSGLD, HAMCMC, OSGLD, PSGLD, SCIR, SGHMC, SGLD, SGNHT, SGRLD, Dynamics, KernelContext
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ METHODS: dict[str, Method] = {
         Method("hamcmc", HAMCMC),
         Method("osgld", OSGLD),
         Method("baoab", BAOAB),
+        Method("csgld", CSGLD),
+        Method("csghmc", CSGHMC),
         Method("scir", SCIR, model="counts", supports_constraints=False),
         Method("sgrld", SGRLD, model="counts", supports_constraints=False),
     )
