@@ -2,7 +2,7 @@
 
 A Python port of the R package ``sgmcmc`` (Baker, Fearnhead, Fox & Nemeth 2018):
 SGLD, SGHMC, SGNHT and their control-variate versions, with the R names in snake_case, and
-pSGLD, HAMCMC, OSGLD, BAOAB, SCIR and SGRLD;
+pSGLD, HAMCMC, OSGLD, BAOAB, cyclical SGLD/SGHMC, SCIR and SGRLD;
 several chains in one compiled loop, and the analysis of their output.
 """
 

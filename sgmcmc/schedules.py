@@ -75,6 +75,13 @@ class cyclical(Schedule):  # noqa: N801 - public name fixed by the SPEC
                 raise ValueError(f"cyclical schedule: {name} must be a whole number >= 1, got {getattr(self, name)!r}")
 
     def __call__(self, t: tf.Tensor) -> tf.Tensor:
-        period = math.ceil(self.n_iters / self.n_cycles)
-        phase = tf.cast(tf.math.floormod(tf.cast(t, tf.int64) - 1, period), tf.float64) / period
-        return 0.5 * self.h * (tf.cos(math.pi * phase) + 1.0)
+        return cosine_cycle(self.h, t, self.n_iters, self.n_cycles)[0]
+
+
+def cosine_cycle(h: float, t: tf.Tensor, n_iters: int, n_cycles: int) -> tuple[tf.Tensor, tf.Tensor]:
+    r"""The cyclical stepsize :math:`h_t` of :class:`cyclical` at the 1-based iteration ``t`` and
+    the position in its cycle, :math:`r_t = \mathrm{mod}(t - 1, \lceil T/M\rceil)/\lceil T/M\rceil`
+    in [0, 1) (both float64; also the kernels of :mod:`sgmcmc.step.dynamics.cyclical`)."""
+    period = math.ceil(n_iters / n_cycles)
+    phase = tf.cast(tf.math.floormod(tf.cast(t, tf.int64) - 1, period), tf.float64) / period
+    return 0.5 * h * (tf.cos(math.pi * phase) + 1.0), phase

@@ -8,7 +8,7 @@ layout; the log-posterior estimates are ``(n_kept,)`` or ``(n_chains, n_kept)``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -46,6 +46,10 @@ class Samples(dict):
         on these, since gradients are taken there.
     burn_in_found
         An iteration an automatic burn-in detector found, if any (informational).
+    cycle
+        Integers ``(n_kept,)``: the cycle (0-based) each kept draw comes from, for samplers whose
+        whole-chain run keeps draws by cycles (cyclical SG-MCMC: ``csgld``, ``csghmc``); None
+        otherwise. The same for every chain.
 
     Notes
     -----
@@ -65,6 +69,7 @@ class Samples(dict):
         settings: dict | None = None,
         unconstrained: dict | None = None,
         burn_in_found: int | None = None,
+        cycle: np.ndarray | None = None,
     ):
         super().__init__(_as_arrays(draws))
         if int(n_chains) < 1:
@@ -77,6 +82,7 @@ class Samples(dict):
         self.settings = dict(settings) if settings else {}
         self._unconstrained = _as_arrays(unconstrained)
         self.burn_in_found = burn_in_found
+        self.cycle = None if cycle is None else np.asarray(cycle, dtype=np.int64)
         self._check_layout()
 
     def _lead(self) -> tuple[int, ...]:
@@ -105,6 +111,8 @@ class Samples(dict):
                     raise ValueError(f"{label}[{name!r}] has shape {value.shape}, draws {self[name].shape}")
         if self.log_posterior is not None and expected is not None and self.log_posterior.shape != expected:
             raise ValueError(f"log_posterior has shape {self.log_posterior.shape}, expected {expected}")
+        if self.cycle is not None and self.cycle.shape != (self.n_kept,):
+            raise ValueError(f"cycle has shape {self.cycle.shape}, expected ({self.n_kept},): one per kept draw")
 
     @property
     def unconstrained(self) -> Arrays:
@@ -172,6 +180,8 @@ class Samples(dict):
             extras.append("log_posterior")
         if self._unconstrained is not None:
             extras.append("unconstrained")
+        if self.cycle is not None:
+            extras.append(f"cycle (0-{self.cycle.max()})" if self.cycle.size else "cycle")
         return (
             f"Samples(method={self.method!r}, n_chains={self.n_chains}, n_kept={self.n_kept}, "
             f"{{{shapes}}}" + (f", with {'+'.join(extras)}" if extras else "") + ")"
@@ -185,8 +195,32 @@ class Samples(dict):
 def _rebuild(draws: Arrays, state: dict) -> Samples:
     out = Samples.__new__(Samples)
     dict.update(out, draws)
-    out.__dict__.update(state)
+    out.__dict__.update({"cycle": None, **state})  # pickled before Samples had a cycle: None
     return out
+
+
+def concatenate_draws(parts: Sequence[Samples], cycle: np.ndarray | None = None, **metadata) -> Samples:
+    """Kept draws of runs of one chain after another (its segments) as one :class:`Samples`,
+    joined on the draw axis; the first part's method, seed and settings unless ``metadata``
+    gives others, and ``cycle`` (one per kept draw of the whole)."""
+    first = parts[0]
+    axis = 0 if first.n_chains == 1 else 1
+
+    def join(get):
+        arrays = [get(p) for p in parts]
+        if arrays[0] is None:
+            return None
+        if isinstance(arrays[0], dict):
+            return {name: np.concatenate([a[name] for a in arrays], axis=axis) for name in arrays[0]}
+        return np.concatenate(arrays, axis=axis)
+
+    fields = dict(
+        n_chains=first.n_chains, gradients=join(lambda p: p.gradients), log_posterior=join(lambda p: p.log_posterior),
+        method=first.method, seed=first.seed, settings=first.settings, unconstrained=join(lambda p: p._unconstrained),
+        burn_in_found=first.burn_in_found, cycle=cycle,
+    )
+    fields.update(metadata)
+    return Samples(join(dict), **fields)
 
 
 def as_samples(samples: Mapping[str, Any], gradients: Mapping[str, Any] | None = None) -> Samples:

@@ -87,7 +87,10 @@ def _hyper_args(method: Method, where: str) -> str:
     lines = []
     for h in names:
         annotation = "PerParameter" if h == "stepsize" else public.argument_types[h]
-        default = f' = {dynamics.__name__}.defaults["{h}"]' if h in dynamics.defaults else ""
+        if h in dynamics.defaults:
+            default = f' = {dynamics.__name__}.defaults["{h}"]'
+        else:
+            default = f" = {public.argument_defaults[h]}" if h in public.argument_defaults else ""
         lines.append(f"    {h}: {annotation}{default},\n")
     return "".join(lines)
 
@@ -121,7 +124,7 @@ def _signature(method: Method, whole: bool) -> str:
         out += "    opt_stepsize: PerParameter | None = None,\n"
     out += "    log_prior: LogPrior | None = None,\n    minibatch_size: float = Setup.minibatch_size,\n"
     out += _hyper_args(method, "rest")
-    if whole:
+    if whole and "n_iters" not in method.dynamics.hyperparameters:
         out += "    n_iters: int = Chain.n_iters,\n"
     if kind == "cv":
         out += "    n_iters_opt: int = ControlVariate.n_iters_opt,\n"
@@ -149,7 +152,14 @@ def _sections(method: Method, whole: bool) -> str:
     elif not method.dynamics.public.shared_parameters:
         sections = []
     else:
-        sections = ["SETUP_PARAMETERS"]
+        public = method.dynamics.public
+        record = f"{method.dynamics.__name__}.public"
+        notes, parameters = (public.run_notes, public.run_parameter_docs) if whole else (
+            public.setup_notes, public.setup_parameter_docs)
+        sections = [f"{record}.{'run' if whole else 'setup'}_notes"] if notes else []
+        sections.append("SETUP_PARAMETERS")
+        if parameters:
+            sections.append(f"{record}.{'run' if whole else 'setup'}_parameter_docs")
         if kind == "gradient" and _all_estimators(method):
             sections.append("ESTIMATOR_OPTIONS")
         if whole:
@@ -206,10 +216,15 @@ def _body(method: Method, whole: bool) -> str:
     return out + f'    return run_whole_chain(METHODS["{method.name}"], {arguments}, model, setup, estimator, chain)\n'
 
 
+def _references_record(method: Method) -> bool:
+    public = method.dynamics.public
+    return bool(public.setup_notes or public.run_notes or public.setup_parameter_docs or public.run_parameter_docs)
+
+
 def render() -> str:
     """The source of ``samplers.py``."""
     rows = [m for m in METHODS.values() if m.dynamics.public is not None]
-    classes = sorted({m.dynamics.__name__ for m in rows if m.dynamics.defaults})
+    classes = sorted({m.dynamics.__name__ for m in rows if m.dynamics.defaults or _references_record(m)})
     parts = [HEADER.format(classes=", ".join(classes))]
     for method in rows:
         for whole in (False, True):

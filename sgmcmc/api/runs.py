@@ -20,9 +20,10 @@ from ..distribute.collective import Collective
 from ..distribute.placement import Placement
 from ..run.replicas import build_on_replicas, run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
+from ..step.dynamics import Dynamics, Segment
 from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
-from ..analysis.samples import Samples
+from ..analysis.samples import Samples, concatenate_draws
 from .session import init_sess
 from .build import build_sampler, placement_of, shared_seed
 from ..step.methods import Method
@@ -106,6 +107,13 @@ def run_whole_chain(
         )
     place = placement_of(method, setup, estimator)
     if chain.checkpoint_dir is not None:
+        if method.dynamics.segments is not Dynamics.segments:  # before the directory is made
+            raise ValueError(
+                f"checkpoint_dir is not supported with {method.name} (not yet): its whole chain is run as several "
+                f"segments (its cycles) whose kept draws are joined, and a checkpoint directory holds one run. Run "
+                f"without checkpoint_dir, or step {method.name}_setup's sampler with sample_chain and save it "
+                f"between calls (sampler.save / sampler.restore)"
+            )
         if place.shard_rows and estimator.state_per_worker:
             raise ValueError(
                 f"checkpoint_dir with shard_rows=True cannot hold estimator={estimator.name!r}: its state differs "
@@ -117,9 +125,12 @@ def run_whole_chain(
         return _run_with_checkpoints(method, arguments, model, setup, estimator, chain, place)
 
     def run(sampler: Sampler, verbose: bool) -> Samples:
-        return sample_chain(
-            sampler, chain.n_iters, verbose, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients
-        )
+        plan = sampler.kernel.segments(chain.n_iters, chain.burn_in, chain.thin)
+        if plan == [Segment(chain.n_iters, chain.burn_in, chain.thin)]:
+            return sample_chain(
+                sampler, chain.n_iters, verbose, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients
+            )
+        return run_segments(sampler, plan, chain, verbose)
 
     if place.splits_chains:
         setup = dataclasses.replace(setup, seed=shared_seed(place, setup.seed))
@@ -128,6 +139,41 @@ def run_whole_chain(
         )
         return run_on_replicas(place, samplers, lambda j, sampler, verbose: run(sampler, verbose), chain.verbose)
     return run(build_sampler(method, arguments, model, setup, estimator, place=place), chain.verbose)
+
+
+def run_segments(sampler: Sampler, plan: list[Segment], chain: Chain, verbose: bool) -> Samples:
+    """A whole chain run as the dynamics' segments (:meth:`~sgmcmc.step.dynamics.base.Dynamics.segments`),
+    one after the other on the same sampler (each continues the state, the iteration counter and
+    so the random draws: the chain is the one an unsegmented run gives), their kept draws joined;
+    ``samples.cycle`` holds each kept draw's segment label. An exception in a segment carries
+    every draw kept so far, as from one run."""
+    checks.check_storage(
+        sum(s.kept for s in plan), sampler.n_chains, sampler.shapes, sampler.dtype, chain.store_gradients
+    )
+    init_sess(sampler, verbose)
+    settings = dict(sampler.settings, burn_in=chain.burn_in, thin=chain.thin, n_iters=chain.n_iters)
+    parts: list[Samples] = []
+
+    def joined(parts: list[Samples]) -> Samples:
+        cycle = None
+        if any(s.label is not None for s in plan):
+            cycle = np.concatenate([np.full(p.n_kept, -1 if s.label is None else s.label, np.int64) for p, s in zip(parts, plan)])
+        return concatenate_draws(parts, cycle, settings=settings)
+
+    start = sampler.iteration
+    for segment in plan:
+        try:
+            part = run_chain(
+                sampler, segment.n_iters, Keep(start + segment.skip, segment.thin),
+                store_gradients=chain.store_gradients, verbose=verbose, settings=settings,
+            )
+        except (DivergenceError, SamplingError, Interrupted) as error:
+            if isinstance(error.samples, Samples):
+                error.samples = joined([*parts, error.samples])
+            raise
+        parts.append(part)
+        start += segment.n_iters
+    return joined(parts)
 
 
 class _CheckpointedRun:

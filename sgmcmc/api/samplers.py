@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from ..analysis.samples import Samples
 from ..run.sampler import Sampler
-from ..step.dynamics import BAOAB, HAMCMC, OSGLD, PSGLD, SGHMC, SGNHT
+from ..step.dynamics import BAOAB, CSGHMC, CSGLD, HAMCMC, OSGLD, PSGLD, SGHMC, SGNHT
 from ..step.estimators import SAGA, SVRG, ControlVariate, EstimatorSpec, resolve_estimator
 from ..step.methods import METHODS
 from .build import build_sampler
@@ -929,6 +929,185 @@ def baoab(
     return run_whole_chain(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator, chain)
 
 
+@shared_sections(CSGLD.public.setup_notes, SETUP_PARAMETERS, CSGLD.public.setup_parameter_docs, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+def csgld_setup(
+    log_lik: LogLik,
+    dataset: Dataset,
+    params: Starts,
+    stepsize: PerParameter,
+    log_prior: LogPrior | None = None,
+    minibatch_size: float = Setup.minibatch_size,
+    n_iters: int = Chain.n_iters,
+    n_cycles: int = CSGLD.defaults["n_cycles"],
+    exploration: float = CSGLD.defaults["exploration"],
+    seed: int | None = None,
+    *,
+    dtype: tf.DType = Setup.dtype,
+    n_chains: int = Setup.n_chains,
+    constraints: dict | None = None,
+    check_model: bool = True,
+    check_stepsize: bool = True,
+    estimator: str | EstimatorSpec = "plain",
+    opt_stepsize: PerParameter | None = None,
+    n_iters_opt: int = ControlVariate.n_iters_opt,
+    svrg_period: int = SVRG.period,
+    max_memory: float = SAGA.max_memory,
+    minibatch_replace: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
+) -> Sampler:
+    r"""Set up cyclical SGLD, cSGLD (Zhang et al. 2020, ICLR; SPEC §13): SGD
+    :math:`\theta \leftarrow \theta + \frac{\epsilon_k}{2}g(\theta)` in each cycle's exploration
+    stage, SGLD :math:`\theta \leftarrow \theta + \frac{\epsilon_k}{2}g(\theta) + N(0, \epsilon_k)`
+    (as :func:`sgld_setup`) in its sampling stage.
+    """
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    estimator = resolve_estimator(
+        estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
+    )
+    return build_sampler(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
+
+
+@shared_sections(CSGLD.public.run_notes, SETUP_PARAMETERS, CSGLD.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+def csgld(
+    log_lik: LogLik,
+    dataset: Dataset,
+    params: Starts,
+    stepsize: PerParameter,
+    log_prior: LogPrior | None = None,
+    minibatch_size: float = Setup.minibatch_size,
+    n_iters: int = Chain.n_iters,
+    n_cycles: int = CSGLD.defaults["n_cycles"],
+    exploration: float = CSGLD.defaults["exploration"],
+    verbose: bool = True,
+    seed: int | None = None,
+    *,
+    dtype: tf.DType = Setup.dtype,
+    n_chains: int = Setup.n_chains,
+    constraints: dict | None = None,
+    burn_in: int = Chain.burn_in,
+    thin: int = Chain.thin,
+    store_gradients: bool = False,
+    check_model: bool = True,
+    check_stepsize: bool = True,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = Chain.checkpoint_every,
+    estimator: str | EstimatorSpec = "plain",
+    opt_stepsize: PerParameter | None = None,
+    n_iters_opt: int = ControlVariate.n_iters_opt,
+    svrg_period: int = SVRG.period,
+    max_memory: float = SAGA.max_memory,
+    minibatch_replace: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
+) -> Samples:
+    r"""Run cSGLD for ``n_iters`` iterations: the set-up and update of :func:`csgld_setup`, then
+    the whole chain in compiled chunks, one cycle after another.
+    """
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    estimator = resolve_estimator(
+        estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
+    )
+    chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
+    return run_whole_chain(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
+
+
+@shared_sections(CSGHMC.public.setup_notes, SETUP_PARAMETERS, CSGHMC.public.setup_parameter_docs, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+def csghmc_setup(
+    log_lik: LogLik,
+    dataset: Dataset,
+    params: Starts,
+    stepsize: PerParameter,
+    log_prior: LogPrior | None = None,
+    minibatch_size: float = Setup.minibatch_size,
+    alpha: PerParameter = CSGHMC.defaults["alpha"],
+    L: int = CSGHMC.defaults["L"],
+    n_iters: int = Chain.n_iters,
+    n_cycles: int = CSGHMC.defaults["n_cycles"],
+    exploration: float = CSGHMC.defaults["exploration"],
+    seed: int | None = None,
+    *,
+    dtype: tf.DType = Setup.dtype,
+    n_chains: int = Setup.n_chains,
+    constraints: dict | None = None,
+    check_model: bool = True,
+    check_stepsize: bool = True,
+    estimator: str | EstimatorSpec = "plain",
+    opt_stepsize: PerParameter | None = None,
+    n_iters_opt: int = ControlVariate.n_iters_opt,
+    svrg_period: int = SVRG.period,
+    max_memory: float = SAGA.max_memory,
+    minibatch_replace: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
+) -> Sampler:
+    r"""Set up cyclical SGHMC, cSGHMC (Zhang et al. 2020, ICLR; SPEC §13). In each cycle's
+    sampling stage an iteration is SGHMC's at :math:`\epsilon_k` (as :func:`sghmc_setup`:
+    :math:`\nu \sim N(0, \epsilon_k)`, then ``L`` times
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon_k)`,
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick); in its exploration
+    stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
+    ``alpha`` is a number or a dict like ``stepsize``; an iteration costs about ``L`` SGLD
+    iterations.
+    """
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    estimator = resolve_estimator(
+        estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
+    )
+    return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
+
+
+@shared_sections(CSGHMC.public.run_notes, SETUP_PARAMETERS, CSGHMC.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+def csghmc(
+    log_lik: LogLik,
+    dataset: Dataset,
+    params: Starts,
+    stepsize: PerParameter,
+    log_prior: LogPrior | None = None,
+    minibatch_size: float = Setup.minibatch_size,
+    alpha: PerParameter = CSGHMC.defaults["alpha"],
+    L: int = CSGHMC.defaults["L"],
+    n_iters: int = Chain.n_iters,
+    n_cycles: int = CSGHMC.defaults["n_cycles"],
+    exploration: float = CSGHMC.defaults["exploration"],
+    verbose: bool = True,
+    seed: int | None = None,
+    *,
+    dtype: tf.DType = Setup.dtype,
+    n_chains: int = Setup.n_chains,
+    constraints: dict | None = None,
+    burn_in: int = Chain.burn_in,
+    thin: int = Chain.thin,
+    store_gradients: bool = False,
+    check_model: bool = True,
+    check_stepsize: bool = True,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = Chain.checkpoint_every,
+    estimator: str | EstimatorSpec = "plain",
+    opt_stepsize: PerParameter | None = None,
+    n_iters_opt: int = ControlVariate.n_iters_opt,
+    svrg_period: int = SVRG.period,
+    max_memory: float = SAGA.max_memory,
+    minibatch_replace: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
+) -> Samples:
+    r"""Run cSGHMC for ``n_iters`` iterations: the set-up and update of :func:`csghmc_setup`, then
+    the whole chain in compiled chunks, one cycle after another.
+    """
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    estimator = resolve_estimator(
+        estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
+    )
+    chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
+    return run_whole_chain(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
+
+
 @shared_sections(SIMPLEX_PARAMETERS, DISTRIBUTE_OPTIONS)
 def scir_setup(
     counts: Counts,
@@ -1073,6 +1252,10 @@ __all__ = [
     "osgld",
     "baoab_setup",
     "baoab",
+    "csgld_setup",
+    "csgld",
+    "csghmc_setup",
+    "csghmc",
     "scir_setup",
     "scir",
     "sgrld_setup",

@@ -64,13 +64,14 @@ def _cat(parts: list[Part]) -> Part:
 
 def _samples(part: Part, like: Samples) -> Samples:
     """A Samples of the part's chains, with ``like``'s method, seed and settings."""
-    n_chains = len(part["draws"][next(iter(part["draws"]))])
+    first = part["draws"][next(iter(part["draws"]))]
+    n_chains, n_kept = first.shape[:2]
     if n_chains == 1:
         part = _map(part, lambda a: a[0])
     return Samples(
         part["draws"], n_chains=n_chains, gradients=part["gradients"], log_posterior=part["log_posterior"],
         method=like.method, seed=like.seed, settings=like.settings, unconstrained=part["unconstrained"],
-        burn_in_found=like.burn_in_found,
+        burn_in_found=like.burn_in_found, cycle=None if like.cycle is None else like.cycle[:n_kept],
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from .dynamics.base import Dynamics, KernelContext
 from .dynamics.baoab import BAOAB
 from .dynamics.cir import SCIR, SGRLD
+from .dynamics.cyclical import CSGHMC, CSGLD
 from .dynamics.hamcmc import HAMCMC
 from .dynamics.osgld import OSGLD
 from .dynamics.psgld import PSGLD
@@ -72,6 +73,8 @@ METHODS: dict[str, Method] = {
         Method("hamcmc", HAMCMC),
         Method("osgld", OSGLD),
         Method("baoab", BAOAB),
+        Method("csgld", CSGLD),
+        Method("csghmc", CSGHMC),
         Method("scir", SCIR, model="counts", supports_constraints=False),
         Method("sgrld", SGRLD, model="counts", supports_constraints=False),
     )

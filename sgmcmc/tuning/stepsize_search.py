@@ -122,8 +122,12 @@ def _setup_function(name: str):
     return getattr(samplers, f"{name}_setup")
 
 
-#: The samplers whose stepsize the check can judge (their dynamics' ``stepsize_stability``).
-TUNABLE = tuple(name for name, method in METHODS.items() if method.dynamics.stepsize_stability is not None)
+#: The samplers whose stepsize the check can judge (their dynamics' ``stepsize_stability``) and
+#: may be a schedule (the candidates are a schedule reading a variable: ``stepsize_schedules``).
+TUNABLE = tuple(
+    name for name, method in METHODS.items()
+    if method.dynamics.stepsize_stability is not None and method.dynamics.stepsize_schedules
+)
 
 #: A candidate is excluded when its scaled curvature μ exceeds this fraction of its dynamics'
 #: safe μ (module docstring: the cap).

@@ -6,8 +6,9 @@ See :mod:`sgmcmc.step.contract` for the kernel protocol every dynamics follows a
 
 from ..contract import Estimate, Kernel, stepsize_at
 from .baoab import BAOAB
-from .base import Dynamics, KernelContext
+from .base import Dynamics, KernelContext, Segment
 from .cir import SCIR, SGRLD
+from .cyclical import CSGHMC, CSGLD
 from .hamcmc import HAMCMC
 from .osgld import OSGLD
 from .psgld import PSGLD
@@ -17,6 +18,6 @@ from .sgld import SGLD
 from .sgnht import SGNHT
 
 __all__ = [
-    "BAOAB", "Dynamics", "Estimate", "HAMCMC", "Kernel", "KernelContext", "OSGLD", "PSGLD", "SCIR", "SGD", "SGHMC",
-    "SGLD", "SGNHT", "SGRLD", "stepsize_at",
+    "BAOAB", "CSGHMC", "CSGLD", "Dynamics", "Estimate", "HAMCMC", "Kernel", "KernelContext", "OSGLD", "PSGLD", "SCIR", "SGD", "SGHMC",
+    "SGLD", "SGNHT", "SGRLD", "Segment", "stepsize_at",
 ]

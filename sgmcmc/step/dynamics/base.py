@@ -6,7 +6,7 @@ public arguments (:class:`Dynamics`) — never the method's name. The kernel pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 from ... import checks
 from . import distortion as _distortion
@@ -38,6 +38,14 @@ class PublicFunctions:
     run_options
         Extra keyword-only arguments of the whole-chain function: name -> (annotation, default
         source), passed on to the run with the hyperparameters.
+    argument_defaults
+        Default (source text) of a hyperparameter whose default is not in ``defaults``
+        (cSGLD's ``n_iters``: ``Chain.n_iters``). A hyperparameter named ``n_iters`` is also the
+        whole-chain function's length.
+    setup_notes, run_notes
+        Sections appended after the ``*_setup`` / whole-chain docstring, before the parameters.
+    setup_parameter_docs, run_parameter_docs
+        Numpy-style entries for the hyperparameters, after the shared parameters.
     """
 
     label: str
@@ -48,6 +56,11 @@ class PublicFunctions:
     run_doc: str | None = None
     shared_parameters: bool = True
     run_options: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    argument_defaults: Mapping[str, str] = field(default_factory=dict)
+    setup_notes: str = ""
+    run_notes: str = ""
+    setup_parameter_docs: str = ""
+    run_parameter_docs: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,22 @@ class KernelContext:
     n_rows: int
     batch_size: int | None
     estimator: str
+
+
+class Segment(NamedTuple):
+    """A stretch of a whole-chain run: ``n_iters`` iterations, of which those at positions
+    ``skip + thin``, ``skip + 2·thin``, … (counted from the segment's start, at most ``n_iters``)
+    are kept. ``label`` tags the segment's kept draws in ``Samples.cycle`` (None: untagged)."""
+
+    n_iters: int
+    skip: int
+    thin: int
+    label: int | None = None
+
+    @property
+    def kept(self) -> int:
+        """How many of its iterations the segment keeps."""
+        return max(0, (self.n_iters - self.skip) // self.thin)
 
 
 class Dynamics:
@@ -81,6 +110,10 @@ class Dynamics:
         How the stepsize check and ``tune_stepsize`` judge its stepsize.
     shard_refusal
         Why its rows cannot be sharded across workers, or None (SPEC §12).
+    stepsize_schedules
+        Whether its stepsize may be a schedule (:mod:`sgmcmc.schedules`); False where the
+        dynamics is its own schedule (cyclical SG-MCMC). ``tune_stepsize`` tunes through a
+        schedule, so only these.
     """
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize",)
@@ -96,6 +129,7 @@ class Dynamics:
     shard_refusal: ClassVar[str | None] = None
     #: The public functions' documentation and argument layout (None: no public functions).
     public: ClassVar[PublicFunctions | None] = None
+    stepsize_schedules: ClassVar[bool] = True
 
     @property
     def gradient_evaluations(self) -> int:
@@ -139,6 +173,12 @@ class Dynamics:
     def largest_safe_mu(cls, distortion: float = 0.1, **hyper: float) -> float:
         r"""The smallest μ at which :math:`|\rho(\mu) - 1|` reaches δ (exact gradients)."""
         return _distortion.largest_safe_mu(cls.sd_ratio, distortion, **hyper)
+    def segments(self, n_iters: int, burn_in: int, thin: int) -> list[Segment]:
+        """The whole-chain run's plan of kept draws: segments run one after the other on the same
+        chain, their kept draws concatenated (:func:`sgmcmc.api.runs.run_whole_chain`). The
+        default is one unlabelled segment: iterations ``burn_in + thin``, ``burn_in + 2·thin``, …
+        of ``n_iters``."""
+        return [Segment(n_iters, burn_in, thin)]
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Mapping
 from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
 from .base import Dynamics, KernelContext, PublicFunctions
+from .sgld import switch_noise
 
 
 def sghmc_kick(nu: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize, alpha, fraction: float = 1.0) -> tf.Tensor:
@@ -110,15 +111,20 @@ class SGHMC(Dynamics):
         return {}
 
     def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
+        return self.update_at(params, aux, estimate, rng, {k: stepsize_at(self.stepsize[k], t, params[k].dtype) for k in params})
+
+    def update_at(self, params: Params, aux: dict, estimate: Estimator, rng, eps: dict, noise_on=None):
+        """One iteration with the stepsizes ``eps`` (by parameter); ``noise_on``, a scalar tensor
+        (1: SGHMC, 0: no momentum refresh and no noise in the kicks: SGD with momentum) or None
+        (SGHMC), scales every normal draw."""
         params = dict(params)
-        eps = {k: stepsize_at(self.stepsize[k], t, params[k].dtype) for k in params}
-        refresh = rng.normal(params)
+        refresh = switch_noise(rng.normal(params), noise_on)
         nu = {k: tf.sqrt(tf.cast(eps[k], params[k].dtype)) * refresh[k] for k in params}
         first = None
         for step in range(self.L):
             est = estimate(params)
             first = est if first is None else first
-            noise = rng.normal(params)
+            noise = switch_noise(rng.normal(params), noise_on)
             fraction = 0.5 if step == 0 else 1.0
             for k in params:
                 nu[k] = sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], fraction)

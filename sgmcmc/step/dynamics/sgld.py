@@ -20,6 +20,11 @@ def sgld_update(theta: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize) -
     return theta + (0.5 * stepsize) * grad + tf.sqrt(tf.cast(stepsize, theta.dtype)) * noise
 
 
+def switch_noise(noise: dict, noise_on) -> dict:
+    """A normal draw (by parameter) times ``noise_on`` (a scalar tensor; None: as drawn)."""
+    return noise if noise_on is None else {k: tf.cast(noise_on, v.dtype) * v for k, v in noise.items()}
+
+
 @dataclass(frozen=True)
 class SGLD(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
@@ -71,10 +76,11 @@ class SGLD(Dynamics):
         return {}
 
     def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
+        return self.update_at(params, aux, estimate, rng, {k: stepsize_at(self.stepsize[k], t, params[k].dtype) for k in params})
+
+    def update_at(self, params: Params, aux: dict, estimate: Estimator, rng, eps: dict, noise_on=None):
+        """One iteration with the stepsizes ``eps`` (by parameter); ``noise_on``, a scalar tensor
+        (1: SGLD, 0: the noise-free step θ + (ε/2) g) or None (SGLD), scales the injected noise."""
         est = estimate(params)
-        noise = rng.normal(params)
-        new = {
-            k: sgld_update(params[k], est.grads[k], noise[k], stepsize_at(self.stepsize[k], t, params[k].dtype))
-            for k in params
-        }
-        return new, aux, est
+        noise = switch_noise(rng.normal(params), noise_on)
+        return {k: sgld_update(params[k], est.grads[k], noise[k], eps[k]) for k in params}, aux, est
