@@ -18,22 +18,23 @@ import tensorflow as tf
 from reference_estimators import SAGA, SVRG, full
 
 import sgmcmc
+from sgmcmc.step.contract import Minibatch
 from sgmcmc.step.estimators import MinibatchGradient, SAGAGradient, SVRGGradient
 
 N, D, K, BATCH = 40, 2, 2, 5
 
 
 class FixedRows:
-    """A stand-in for ChainRandom that hands out the minibatches of given row indices in turn
-    (rows ``[K, n]`` of ``dataset``, as the sampler's block would)."""
+    """Hands out the minibatches of given row indices in turn (rows ``[K, n]`` of ``dataset``),
+    as the sampler's block would (:class:`sgmcmc.step.contract.Minibatches`)."""
 
     def __init__(self, rows: list[np.ndarray], dataset: dict[str, np.ndarray]):
         self.rows = list(rows)
         self.dataset = dataset
 
-    def minibatch(self):
+    def next(self) -> Minibatch:
         indices = self.rows.pop(0)
-        return {k: tf.constant(v[indices]) for k, v in self.dataset.items()}, tf.constant(indices, tf.int64)
+        return Minibatch({k: tf.constant(v[indices]) for k, v in self.dataset.items()}, tf.constant(indices, tf.int64))
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +81,13 @@ def test_svrg_equals_reference_with_refreshes(logistic):
     refs = [SVRG(x, y, 2) for _ in range(K)]
     rng = FixedRows(rows, {"x": x, "y": y})
     for i, t in enumerate(ts):
-        got = est({"b": tf.constant(thetas[i])}, rng, tf.constant(t, tf.int64)).grads["b"].numpy()
+        got = est({"b": tf.constant(thetas[i])}, rng.next(), None, tf.constant(t, tf.int64)).grads["b"].numpy()
         want = np.stack([refs[k].estimate(thetas[i][k], rows[i][k], t) for k in range(K)])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"t={t}")
     np.testing.assert_allclose(est.anchor["b"].numpy(), np.stack([r.anchor for r in refs]), rtol=0, atol=0)
     for j, t in enumerate([7, 6]):  # 7: due (iteration 7 would refresh), 6: not due
         theta, idx = thetas[len(ts) + j], rows[len(ts) + j]
-        got = est.for_storage({"b": tf.constant(theta)}, rng, tf.constant(t, tf.int64)).grads["b"].numpy()
+        got = est.for_storage({"b": tf.constant(theta)}, rng.next(), None, tf.constant(t, tf.int64)).grads["b"].numpy()
         want = np.stack([refs[k].estimate(theta[k], idx[k], t, update=False) for k in range(K)])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
         if t == 7:
@@ -109,19 +110,19 @@ def test_saga_equals_reference_with_table_updates(logistic, replace):
     refs = [SAGA(x, y, theta0[k]) for k in range(K)]
     rng = FixedRows(rows, {"x": x, "y": y})
     for i in range(4):
-        got = est({"b": tf.constant(thetas[i])}, rng).grads["b"].numpy()
+        got = est({"b": tf.constant(thetas[i])}, rng.next()).grads["b"].numpy()
         want = np.stack([refs[k].estimate(thetas[i][k], rows[i][k]) for k in range(K)])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"estimate {i}")
     table = est.table["b"].numpy().reshape(K, N, D)
     np.testing.assert_allclose(table, np.stack([r.table for r in refs]), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(est.table_sum["b"].numpy(), table.sum(axis=1), rtol=1e-12, atol=1e-12)
 
-    got = est.for_storage({"b": tf.constant(thetas[4])}, rng).grads["b"].numpy()
+    got = est.for_storage({"b": tf.constant(thetas[4])}, rng.next()).grads["b"].numpy()
     want = np.stack([refs[k].estimate(thetas[4][k], rows[4][k], update=False) for k in range(K)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(est.table["b"].numpy().reshape(K, N, D), table)
 
-    evaluate = est.on_one_batch(rng)
+    evaluate = est.on_one_batch(rng.next())
     first, second = (evaluate({"b": tf.constant(thetas[j])}).grads["b"].numpy() for j in (5, 6))
     want_second = np.stack([refs[k].estimate(thetas[6][k], rows[5][k], update=False) for k in range(K)])
     want_first = np.stack([refs[k].estimate(thetas[5][k], rows[5][k]) for k in range(K)])
@@ -136,7 +137,7 @@ def test_svrg_on_one_batch_refreshes_at_the_first_point(logistic):
     rows, thetas = _draws(4, 1)
     est = SVRGGradient(_plain(logistic), {"b": tf.zeros([K, D], tf.float64)}, period=5)
     est.reset({})
-    evaluate = est.on_one_batch(FixedRows(rows, {"x": x, "y": y}), tf.constant(1, tf.int64))
+    evaluate = est.on_one_batch(FixedRows(rows, {"x": x, "y": y}).next(), None, tf.constant(1, tf.int64))
     first = evaluate({"b": tf.constant(thetas[0])}).grads["b"].numpy()
     second = evaluate({"b": tf.constant(thetas[0] + 0.3)}).grads["b"].numpy()
     refs = [SVRG(x, y, 5) for _ in range(K)]

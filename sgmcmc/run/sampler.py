@@ -45,7 +45,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from ..step.dynamics import SGD
-from ..step.contract import BoundEstimator, Estimate
+from ..step.contract import BoundEstimator, Estimate, Minibatches
 from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
 from ..step.estimators import ControlVariateGradient, MinibatchGradient
 from ..distribute.placement import RowShard
@@ -131,13 +131,13 @@ def _iteration_of(block: dict, i: tf.Tensor) -> dict:
     return tf.nest.map_structure(lambda x: tf.gather(x, i), block)
 
 
-def _check_minibatches_taken(rng: ChainRandom, batches: dict | None, method: str) -> None:
+def _check_minibatches_taken(minibatches: Minibatches, batches: dict | None, method: str) -> None:
     """At trace time: the kernel used every minibatch its ``minibatches_per_iteration`` announced
     (a kernel that takes fewer would leave rows drawn for nothing, and its chain would change if
     the count were corrected)."""
-    if batches is not None and rng.minibatches_taken() != batches["indices"].shape[0]:
+    if batches is not None and minibatches.taken != batches["indices"].shape[0]:
         raise RuntimeError(
-            f"{method}: the kernel used {rng.minibatches_taken()} minibatches in an iteration but announced "
+            f"{method}: the kernel used {minibatches.taken} minibatches in an iteration but announced "
             f"{batches['indices'].shape[0]} (minibatches_per_iteration)"
         )
 
@@ -328,10 +328,11 @@ class Sampler:
         :mod:`sgmcmc.data.pipeline`): returns the new state and the estimate made at the state it
         started from."""
         params, aux = state
-        self.rng.begin(t, batches)
-        estimate = BoundEstimator(self.estimator, self.rng, t)
+        self.rng.begin(t)
+        minibatches = Minibatches(batches)
+        estimate = BoundEstimator(self.estimator, minibatches, self.rng, t)
         new_params, new_aux, est = self.kernel.one_step(params, aux, estimate, self.rng, t)
-        _check_minibatches_taken(self.rng, batches, self.method)
+        _check_minibatches_taken(minibatches, batches, self.method)
         return (new_params, new_aux), est
 
     # -- compiled entry points ------------------------------------------------------------
@@ -629,8 +630,9 @@ class Sampler:
             @own_function
             def estimate(block):
                 t = self._iteration.read_value() + 1
-                self._storage_rng.begin(t, _iteration_of(block, 0))
-                return evaluate(self._read_params(), self._storage_rng, t)
+                self._storage_rng.begin(t)
+                minibatch = Minibatches(_iteration_of(block, 0)).next()
+                return evaluate(self._read_params(), minibatch, self._storage_rng, t)
 
             self._estimate_for_storage = estimate
         block = self._feed("storage").block(self.iteration, 1)
@@ -652,10 +654,9 @@ class Sampler:
                 done = tf.constant(0, tf.int64)
                 for i in tf.range(n):
                     t = t0 + i + 1
-                    self._opt_rng.begin(t, _iteration_of(block, i))
-                    new, _, est = kernel.one_step(
-                        params, {}, BoundEstimator(self.one_chain_estimator, self._opt_rng, t), self._opt_rng, t
-                    )
+                    self._opt_rng.begin(t)
+                    estimate = BoundEstimator(self.one_chain_estimator, Minibatches(_iteration_of(block, i)), self._opt_rng, t)
+                    new, _, est = kernel.one_step(params, {}, estimate, self._opt_rng, t)
                     if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
                         diverged_at = t
                         break

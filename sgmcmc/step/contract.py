@@ -14,8 +14,10 @@ A kernel is a frozen dataclass of hyperparameters with two methods:
     a kernel that detects the end of its own burn-in (OSGLD, Eq. 17) says per chain whether it
     has; :meth:`sgmcmc.run.sampler.Sampler.advance_until_ready` stops on it.
 
-An estimator is a callable ``estimator(params, rng, t) -> Estimate`` (and
-``on_one_batch(rng, t) -> (params -> Estimate)``, for several points on one minibatch).
+An estimator is a callable ``estimator(params, minibatch, rng, t) -> Estimate`` (and
+``on_one_batch(minibatch, rng, t) -> (params -> Estimate)``, for several points on one
+minibatch). The minibatch is an argument, handed down from the sampler's block
+(:class:`Minibatches`); ``rng`` makes random numbers only (:mod:`sgmcmc.step.random`).
 
 Every tensor carries a leading chain axis ``K`` (``params[name]`` is ``[K, *shape]``); updates
 are elementwise, and a reduction over a parameter's elements must keep that axis
@@ -32,6 +34,34 @@ import tensorflow as tf
 Params = dict[str, tf.Tensor]
 
 
+class Minibatch(NamedTuple):
+    """One minibatch per chain: entries ``name -> [K, n, …]`` and their row indices ``[K, n]``."""
+
+    rows: dict[str, tf.Tensor]
+    indices: tf.Tensor
+
+
+class Minibatches:
+    """An iteration's minibatches, handed out in order: ``batches`` is one iteration of the
+    sampler's block, ``{"rows": name -> [D, K, n, …], "indices": [D, K, n]}`` (D the dynamics'
+    :attr:`~sgmcmc.step.dynamics.base.Dynamics.minibatches_per_iteration`)."""
+
+    def __init__(self, batches: dict | None):
+        self.batches, self.taken = batches, 0
+
+    def next(self) -> Minibatch:
+        if self.batches is None:
+            raise RuntimeError("this iteration was given no minibatches")
+        d, indices = self.taken, self.batches["indices"]
+        if d >= indices.shape[0]:
+            raise RuntimeError(
+                f"the kernel drew more minibatches per iteration than the {indices.shape[0]} its "
+                "minibatches_per_iteration announced"
+            )
+        self.taken += 1
+        return Minibatch({k: v[d] for k, v in self.batches["rows"].items()}, indices[d])
+
+
 class Estimate(NamedTuple):
     """A gradient estimate for K chains: ``log_post`` ``[K]``, ``grads`` like the params."""
 
@@ -40,23 +70,24 @@ class Estimate(NamedTuple):
 
 
 class BoundEstimator:
-    """What a kernel's ``estimate`` is: the sampler's estimator bound to its random draws and the
-    iteration. ``estimate(params)`` draws a fresh minibatch per chain; ``estimate.on_one_batch()``
-    draws one and returns ``params -> Estimate`` evaluating any point on it (HAMCMC's pairs)."""
+    """What a kernel's ``estimate`` is: the sampler's estimator bound to the iteration's
+    minibatches, its random draws and the iteration. ``estimate(params)`` evaluates on the next
+    minibatch per chain; ``estimate.on_one_batch()`` takes one and returns ``params -> Estimate``
+    evaluating any point on it (HAMCMC's pairs)."""
 
-    def __init__(self, estimator, rng, t):
-        self.estimator, self.rng, self.t = estimator, rng, t
+    def __init__(self, estimator, minibatches: Minibatches, rng, t):
+        self.estimator, self.minibatches, self.rng, self.t = estimator, minibatches, rng, t
 
     def __call__(self, params: Params) -> Estimate:
-        return self.estimator(params, self.rng, self.t)
+        return self.estimator(params, self.minibatches.next(), self.rng, self.t)
 
     def on_one_batch(self) -> Callable[[Params], Estimate]:
-        return self.estimator.on_one_batch(self.rng, self.t)
+        return self.estimator.on_one_batch(self.minibatches.next(), self.rng, self.t)
 
     def with_rows(self, params: Params) -> tuple[Estimate, Params]:
-        """The estimate and the per-row log-likelihood gradients of the same fresh minibatch
+        """The estimate and the per-row log-likelihood gradients of the same next minibatch
         (plain estimator only; OSGLD)."""
-        return self.estimator.estimate_and_rows(params, self.rng)
+        return self.estimator.estimate_and_rows(params, self.minibatches.next())
 
 
 Estimator = BoundEstimator

@@ -8,10 +8,10 @@ chunking, whichever API runs the step, and however many chains run beside it. (O
 chain: under XLA a stateless draw of shape [K, S] is not a prefix of one of shape [K', S], so
 chains sharing one draw would depend on K.)
 
-The minibatches are not drawn here but handed in: :mod:`sgmcmc.data.minibatch` draws their indices
-ahead, on the host, and the sampler gathers their rows (:mod:`sgmcmc.data.rows`) and passes one
-iteration's block to :meth:`ChainRandom.begin`; estimators take them in order with
-:meth:`ChainRandom.minibatch`.
+Random numbers only: the minibatches do not pass through here. :mod:`sgmcmc.data.minibatch` draws
+their indices ahead, on the host, the sampler gathers their rows (:mod:`sgmcmc.data.rows`) and
+hands one iteration's block to the estimator as an argument
+(:class:`~sgmcmc.step.contract.Minibatches`).
 """
 
 from __future__ import annotations
@@ -50,19 +50,11 @@ class ChainRandom:
         self._key = tf.constant([key], tf.uint64)
         self._t = None
         self._calls = 0
-        self._batches = None
-        self._taken = 0
 
-    def begin(self, t: tf.Tensor, batches: dict | None = None) -> None:
-        """Start iteration ``t`` (traced): ``batches`` holds its minibatches,
-        ``{"rows": name -> [D, K, n, …], "indices": [D, K, n]}`` (D per iteration)."""
+    def begin(self, t: tf.Tensor) -> None:
+        """Start iteration ``t`` (traced)."""
         self._t = tf.cast(t, tf.uint64)
         self._calls = 0
-        self._batches = batches
-        self._taken = 0
-
-    def minibatches_taken(self) -> int:
-        return self._taken
 
     def _counters(self) -> tf.Tensor:
         """``[K, 2]`` uint64: this call's Philox counter for each chain (chain k in the high
@@ -115,17 +107,3 @@ class ChainRandom:
 
     def _seed_draw(self, counter: tf.Tensor) -> tf.Tensor:
         return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=[2], key=self._key, counter=counter, alg=_PHILOX, dtype=tf.int64)
-
-    def minibatch(self) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        """The iteration's next minibatch: rows ``name -> [K, n, …]`` and indices ``[K, n]``."""
-        if self._batches is None:
-            raise RuntimeError("this iteration was given no minibatches (ChainRandom.begin)")
-        d = self._taken
-        indices = self._batches["indices"]
-        if d >= indices.shape[0]:
-            raise RuntimeError(
-                f"the kernel drew more minibatches per iteration than the {indices.shape[0]} its "
-                "minibatches_per_iteration announced"
-            )
-        self._taken += 1
-        return {k: v[d] for k, v in self._batches["rows"].items()}, indices[d]

@@ -1,4 +1,4 @@
-"""Gradient estimators: callables ``estimator(params, rng, t) -> Estimate`` with one signature,
+"""Gradient estimators: callables ``estimator(params, minibatch, rng, t) -> Estimate`` with one signature,
 so every dynamics works with every estimator (SPEC §8). ``params`` carry the leading chain axis;
 ``rng`` is the chain's :class:`~sgmcmc.step.random.ChainRandom`; ``t`` the global iteration (for
 estimators with a schedule of their own, e.g. SVRG's anchor refresh).

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from ... import checks
-from ..contract import Estimate, Params
+from ..contract import Estimate, Minibatch, Params
 from .plain import MinibatchGradient
 from .spec import EstimatorSpec
 
@@ -74,13 +74,13 @@ class ControlVariateGradient:
         """For checkpoints (the keys the sampler's checkpoints have always used)."""
         return dict(mode=self.mode, anchor=self.anchor, anchor_grad=self.anchor_grad)
 
-    def __call__(self, params: Params, rng, t=None) -> Estimate:
-        return self.on_one_batch(rng, t)(params)
+    def __call__(self, params: Params, minibatch: Minibatch, rng=None, t=None) -> Estimate:
+        return self.on_one_batch(minibatch, rng, t)(params)
 
-    def on_one_batch(self, rng, t=None):
+    def on_one_batch(self, minibatch: Minibatch, rng=None, t=None):
         """One minibatch per chain (and one anchor evaluation on it) shared by every evaluation
         of the returned ``params -> Estimate`` (see :meth:`MinibatchGradient.on_one_batch`)."""
-        batch = self.plain.sample_minibatch(rng)
+        batch = minibatch.rows
         k = self.plain.n_chains
         anchor = {name: tf.repeat(v[None], k, axis=0) for name, v in self.anchor.items()}
         at_anchor = self.plain.value_and_grad(anchor, batch, self.plain.scale)

@@ -6,7 +6,7 @@ S a fresh uniform n-subset per chain and per call, :math:`\sum_{i\in S} z_i` the
 the user's ``counts(params, minibatch, seed)`` returns (for latent-variable models such as LDA,
 after its own random local step, drawn with stateless TF ops on ``seed``).
 
-It keeps the estimator signature ``estimator(params, rng, t)`` of :mod:`sgmcmc.step.estimators`, so
+It keeps the estimator signature ``estimator(params, minibatch, rng, t)`` of :mod:`sgmcmc.step.estimators`, so
 the sampler loop runs it like any other. What it returns, :class:`CountsEstimate`, has the
 ``log_post`` and ``grads`` fields the loop reads, plus ``a_hat``, which is what the SCIR/SGRLD
 kernels (:mod:`sgmcmc.step.dynamics.cir`) read. These samplers use no gradient: ``grads`` is empty.
@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from ..contract import Params, map_over_chains
+from ..contract import Minibatch, Params, map_over_chains
 
 Counts = Callable[[Params, dict[str, tf.Tensor], tf.Tensor], dict[str, tf.Tensor]]
 
@@ -65,7 +65,7 @@ class MinibatchCounts:
         name → the Dirichlet prior's concentrations, broadcastable to the parameter's shape.
     dataset
         name → entry (:mod:`sgmcmc.data.rows`), observations on the first axis, all of length ``n_rows``;
-        the minibatches come from the sampler's blocks (``rng.minibatch()``).
+        the minibatches come from the sampler's blocks, handed in as an argument.
     batch_size, n_chains
         Rows per minibatch (n) and chains (K).
     replace
@@ -82,12 +82,8 @@ class MinibatchCounts:
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size
 
-    def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
-        """Per chain the iteration's next minibatch: entries ``[K, n, ...]``."""
-        return rng.minibatch()[0]
-
-    def __call__(self, params: Params, rng, t=None) -> CountsEstimate:
-        batch = self.sample_minibatch(rng)
+    def __call__(self, params: Params, minibatch: Minibatch, rng, t=None) -> CountsEstimate:
+        batch = minibatch.rows
         seeds = rng.chain_seeds()  # [K, 2]: chain k's own
 
         def one_chain(args):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from ...graph_options import own_function
 from ...data.rows import Rows
-from ..contract import Estimate, Params, map_over_chains
+from ..contract import Estimate, Minibatch, Params, map_over_chains
 from .spec import EstimatorSpec
 
 LogLik = Callable[[Params, dict[str, tf.Tensor]], tf.Tensor]
@@ -122,10 +122,6 @@ class MinibatchGradient:
         floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
         return Rows(self.dataset, floats[0] if floats else np.float32)
 
-    def sample_minibatch(self, rng) -> dict[str, tf.Tensor]:
-        """Per chain the iteration's next minibatch: entries ``[K, n, ...]``."""
-        return rng.minibatch()[0]
-
     def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
         r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
         value = scale * self.log_lik(params, batch)
@@ -157,14 +153,13 @@ class MinibatchGradient:
             grads = {name: grads[name] + prior_grads[name] for name in names}
         return Estimate(value, grads)
 
-    def __call__(self, params: Params, rng, t=None) -> Estimate:
-        return self.on_one_batch(rng, t)(params)
+    def __call__(self, params: Params, minibatch: Minibatch, rng=None, t=None) -> Estimate:
+        return self.value_and_grad(params, minibatch.rows, self.scale)
 
-    def on_one_batch(self, rng, t=None) -> Callable[[Params], Estimate]:
-        """Draw one minibatch per chain and return an evaluator ``params -> Estimate`` on it, for
-        dynamics that need estimates at two points on the same minibatch (HAMCMC's pairs)."""
-        batch = self.sample_minibatch(rng)
-        return lambda params: self.value_and_grad(params, batch, self.scale)
+    def on_one_batch(self, minibatch: Minibatch, rng=None, t=None) -> Callable[[Params], Estimate]:
+        """An evaluator ``params -> Estimate`` on one minibatch per chain, for dynamics that need
+        estimates at two points on the same minibatch (HAMCMC's pairs)."""
+        return lambda params: self.value_and_grad(params, minibatch.rows, self.scale)
 
     def per_row_gradients(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
         r"""Per chain and row, :math:`\nabla\log p(x_i|\theta)` (no prior, no scaling): entries
@@ -297,8 +292,8 @@ class MinibatchGradient:
     def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
         return value_and_grad(lambda p: self.log_lik(p, batch), params)[1]
 
-    def estimate_and_rows(self, params: Params, rng) -> tuple[Estimate, Params]:
-        """The estimate on a fresh minibatch per chain and that minibatch's per-row log-likelihood
+    def estimate_and_rows(self, params: Params, minibatch: Minibatch) -> tuple[Estimate, Params]:
+        """The estimate on a minibatch per chain and that minibatch's per-row log-likelihood
         gradients ``[K, n, *shape]`` (OSGLD's gradient covariance)."""
-        batch = self.sample_minibatch(rng)
+        batch = minibatch.rows
         return self.value_and_grad(params, batch, self.scale), self.per_row_gradients(params, batch)

@@ -2,7 +2,7 @@ r"""Variance-reduced gradient estimators with state of their own (Dubey et al. 2
 
 Both wrap the plain estimator (:class:`~sgmcmc.step.estimators.plain.MinibatchGradient`: its
 minibatch, its N/n scaling, its vectorisation over chains) and keep the estimator signature
-``estimator(params, rng, t)`` / ``on_one_batch(rng, t)``, so every dynamics can use them.
+``estimator(params, minibatch, rng, t)`` / ``on_one_batch(minibatch, rng, t)``, so every dynamics can use them.
 
 **SVRG.** Per chain an anchor :math:`\tilde\theta` and its full-data gradient:
 
@@ -55,7 +55,7 @@ import tensorflow as tf
 
 from ...graph_options import own_function
 from ... import checks
-from ..contract import Estimate, Params
+from ..contract import Estimate, Minibatch, Params
 from .plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
 from .spec import EstimatorSpec, parameter_count
 
@@ -71,18 +71,18 @@ def _first_occurrences(indices: tf.Tensor) -> tf.Tensor:
 class _WithState:
     """What SVRG and SAGA share: built from ``plain`` (the plain estimator for K chains) and
     ``like`` (name -> ``[K, *shape]`` values giving the state's shapes and dtype); every
-    evaluation goes through ``on_one_batch(rng, t, update)``."""
+    evaluation goes through ``on_one_batch(minibatch, rng, t, update)``."""
 
-    def on_one_batch(self, rng, t, update: bool = True) -> Callable[[Params], Estimate]:
+    def on_one_batch(self, minibatch: Minibatch, rng, t, update: bool = True) -> Callable[[Params], Estimate]:
         raise NotImplementedError
 
-    def __call__(self, params: Params, rng, t=None) -> Estimate:
-        return self.on_one_batch(rng, t)(params)
+    def __call__(self, params: Params, minibatch: Minibatch, rng=None, t=None) -> Estimate:
+        return self.on_one_batch(minibatch, rng, t)(params)
 
-    def for_storage(self, params: Params, rng, t=None) -> Estimate:
+    def for_storage(self, params: Params, minibatch: Minibatch, rng=None, t=None) -> Estimate:
         """The estimate iteration ``t`` would make at ``params``, changing no state (stored
         gradients never change the chain)."""
-        return self.on_one_batch(rng, t, update=False)(params)
+        return self.on_one_batch(minibatch, rng, t, update=False)(params)
 
 
 class SVRGGradient(_WithState):
@@ -124,10 +124,10 @@ class SVRGGradient(_WithState):
             self.refreshed_at.assign(tf.where(due, t, self.refreshed_at))
         return anchor, grad
 
-    def on_one_batch(self, rng, t, update: bool = True) -> Callable[[Params], Estimate]:
+    def on_one_batch(self, minibatch: Minibatch, rng, t, update: bool = True) -> Callable[[Params], Estimate]:
         """One minibatch per chain for every evaluation of the returned ``params -> Estimate``;
         the first evaluation fixes the anchor (refreshing it if due) for all of them."""
-        batch = self.plain.sample_minibatch(rng)
+        batch = minibatch.rows
         fixed: dict = {}
 
         def evaluate(params: Params) -> Estimate:
@@ -195,11 +195,11 @@ class SAGAGradient(_WithState):
         for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
             self._fill_rows(params, tf.constant(start, tf.int64), block)
 
-    def on_one_batch(self, rng, t=None, update: bool = True) -> Callable[[Params], Estimate]:
+    def on_one_batch(self, minibatch: Minibatch, rng=None, t=None, update: bool = True) -> Callable[[Params], Estimate]:
         """One minibatch per chain for every evaluation of the returned ``params -> Estimate``;
         all use the table as it was before the minibatch, and the first one writes its per-row
         gradients into the table."""
-        batch, indices = rng.minibatch()
+        batch, indices = minibatch
         flat = self._flat_rows(indices)
         scale = self.plain.scale
         before: dict = {}
