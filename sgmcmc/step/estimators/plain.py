@@ -75,8 +75,9 @@ class MinibatchGradient:
     dataset
         Name -> entry (numpy array, memmap, h5py/zarr array: :mod:`sgmcmc.data.rows`), observations on
         the first axis, all of length ``n_rows``, read in the model dtype (``checks.check_dataset``).
-        Minibatches do not come from here but from the block the sampler hands the random
-        source (:meth:`~sgmcmc.step.random.ChainRandom.minibatch`); full-data passes stream it.
+        Minibatches do not come from here: the sampler hands each iteration's block to the
+        estimator as an argument (:class:`~sgmcmc.step.contract.Minibatch`); full-data passes
+        stream the entries.
     batch_size
         Rows per minibatch (``n``).
     n_chains
