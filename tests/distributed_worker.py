@@ -15,8 +15,8 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
     the one-device run (largest difference), and what is refused.
 ``setup_failure`` (run with ``SGMCMC_COLLECTIVE_TIMEOUT=10``)
-    worker 1's rows hold a NaN: its set-up refuses them and it stays alive, idle, for 30 s;
-    worker 0 records what it raised and when.
+    worker 1's rows hold a NaN: its set-up refuses them and it stays alive, idle, until worker
+    0 has recorded what it raised and when (at most 30 s).
 ``kill``
     rows sharded, a long SGLD run; worker 1 kills itself (SIGKILL) after storing its second chunk
     of samples; worker 0 records the exception it gets and how long after the kill it came.
@@ -274,7 +274,14 @@ def main(scenario: str, out: str) -> None:
         with open(path("setup_failure") + ".json", "w") as f:
             json.dump(outcome, f)
         if worker == 1:
-            time.sleep(30)  # alive but gone from the cluster's work: the other must not wait forever
+            # Alive but gone from the cluster's work: the other must not wait for it. It idles
+            # until worker 0 has recorded what it raised, at most 30 s (was: always 30 s, which
+            # the test then waited out). A worker 0 that waits for this process to end (the
+            # broken variant) still meets it alive for 30 s, past the test's 25 s bound.
+            other = os.path.join(out, "setup_failure.w0.json")
+            deadline = time.time() + 30
+            while time.time() < deadline and not os.path.exists(other):
+                time.sleep(0.2)
     elif scenario == "kill_before_sampling":
         kill_before_sampling(strategy, shard(x, worker), sys.argv[3], path)
     else:

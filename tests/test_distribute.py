@@ -313,7 +313,7 @@ def test_a_worker_whose_set_up_fails_does_not_leave_the_other_waiting(tmp_path):
     waiting = json.loads((tmp_path / "setup_failure.w0.json").read_text())
     assert waiting["error"] == "RuntimeError", waiting
     assert "worker 1 did not finish its set-up" in waiting["message"]
-    assert waiting["seconds"] < 25  # the timeout (10 s) plus slack; worker 1 idles for 30 s
+    assert waiting["seconds"] < 25  # the timeout (10 s) plus slack; worker 1 idles until worker 0 has recorded this, at most 30 s
 
 
 #: What worker 0 met when worker 1 was SIGKILLed during the curvature's (eager) Hessian-vector
