@@ -109,7 +109,7 @@ from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..graph_options import own_function
-from ..step.dynamics import HAMCMC, PSGLD
+from ..step.dynamics import HAMCMC
 from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
 from ..stability.curvature import (
@@ -245,6 +245,7 @@ class _Cap:
         defaults: Mapping[str, Any], noise: Mapping[int, Callable] | None = None,
     ):
         dynamics = METHODS[name].dynamics
+        self.kernel_class = dynamics
         #: The dynamics whose distortion formula judges: pSGLD and HAMCMC are SGLD with a
         #: preconditioned stepsize.
         self.dynamics = dynamics.stepsize_stability
@@ -281,10 +282,10 @@ class _Cap:
         standardised scale, where H A ≈ I) or around it (pSGLD: the cap at the predicted
         preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ, the minibatch noise included);
         for pSGLD and HAMCMC the post-run check decides."""
-        if self.name == "hamcmc":  # standardised scale: εHA ≈ εI
+        if self.kernel_class.standardised_stepsize:  # HAMCMC: εHA ≈ εI
             return list(np.geomspace(self.mu / 32, self.mu, n))
-        if self.name == "psgld":  # V ≈ (N/n) diag(A) at stationarity (module docstring)
-            g = {k: 1.0 / (psgld_lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
+        g = self.kernel_class.predicted_preconditioner(diag, n_rows, batch_rows, {"lam": psgld_lam})
+        if g is not None:  # pSGLD: V ≈ (N/n) diag(A) at stationarity (module docstring)
             mu, q = self.scaled_top(g, batch_rows)  # at ε = 1; both scale with ε
             predicted = CAP_MARGIN * safe_factor(self.dynamics, mu, q, 0.1, **next(iter(self.hyper.values())))
             return list(np.geomspace(predicted / 16, 2 * predicted, n))
@@ -322,10 +323,8 @@ class _Cap:
         over :data:`HAMCMC_SNAPSHOTS` L-BFGS matrices; the sampler runs on, so call it after the
         state is saved); each chain's, the largest. None for the other dynamics."""
         kernel = sampler.kernel
-        if isinstance(kernel, PSGLD):
-            # G for every chain; the largest entry over chains (a bound for all of them)
-            v_state = sampler.kernel_state()["v"]
-            g = {k: np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0) for k, v in v_state.items()}
+        g = kernel.preconditioner_reached(sampler.kernel_state())
+        if g is not None:  # pSGLD: G for every chain; the largest entry over chains (a bound for all)
             return self.scaled_top({k: eps * x for k, x in g.items()}, rows)
         if isinstance(kernel, HAMCMC):
             memory = int(sampler.kernel_state()["thetas"].shape[1])
@@ -492,9 +491,10 @@ def tune_stepsize(
     scale = _diagonal_curvature(hess, point, max_exact_dim)
     exact_scores = _ExactScores(plain)
     n_rows = first.n_rows
-    if name == "hamcmc" and sampler_kwargs.get("warmup_stepsize") is None:
-        for sampler in built.values():  # before anything is compiled: the warm-up's SGLD steps at the SGLD cap
-            sampler.kernel = dataclasses.replace(sampler.kernel, warmup_stepsize={k: cap.stepsize for k in point})
+    warm = METHODS[name].dynamics.plain_cap_hyperparameter
+    if warm is not None and sampler_kwargs.get(warm) is None:
+        for sampler in built.values():  # before anything is compiled: HAMCMC's warm-up SGLD steps at the SGLD cap
+            sampler.kernel = dataclasses.replace(sampler.kernel, **{warm: {k: cap.stepsize for k in point}})
     if stepsizes is None:
         lam = sampler_kwargs.get("lam", signature["lam"].default if "lam" in signature else 0.0)
         stepsizes = cap.default_grid(n_candidates, scale, n_rows, max(rows.values()), lam)
@@ -613,12 +613,11 @@ def tune_stepsize(
     steps = None
     if choice is not None and not cap.preconditioned:
         steps = {k: np.full(np.shape(v), candidates[choice][0]) for k, v in like.items()}
-    elif choice is not None and cap.name == "psgld":  # E = εG at the chosen chain's preconditioner
-        chosen_sampler = built[candidates[choice][1]]
+    elif choice is not None and first.kernel.preconditioner_reached(first.kernel_state()) is not None:
+        chosen_sampler = built[candidates[choice][1]]  # pSGLD: E = εG at the chosen chain's preconditioner
         chosen_sampler.restore(saved[choice])
-        kernel = chosen_sampler.kernel
-        steps = {k: candidates[choice][0] * np.max(1.0 / (kernel.lam + np.sqrt(v.numpy())), axis=0)
-                 for k, v in chosen_sampler.kernel_state()["v"].items()}
+        reached = chosen_sampler.kernel.preconditioner_reached(chosen_sampler.kernel_state())
+        steps = {k: candidates[choice][0] * g for k, g in reached.items()}
     workdir.cleanup()
     table = pd.DataFrame.from_records(records)
     if choice is None:
@@ -635,7 +634,7 @@ def tune_stepsize(
     table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
                           "stepsize": None if cap.preconditioned else cap.stepsize_for.get(rows[mb], cap.stepsize)}
     if steps is not None:  # HAMCMC's L-BFGS scaling is not modelled here
-        table.attrs["mixing"] = _warn_if_slow(name, hess, like, eps, steps, n_iters, first.kernel.gradient_evaluations)
+        table.attrs["mixing"] = _warn_if_slow(name, cap.preconditioned, hess, like, eps, steps, n_iters, first.kernel.moves_per_iteration)
     return eps, table
 
 
@@ -660,8 +659,8 @@ def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[
 MIN_SOFT_DRAWS = 100
 
 
-def _warn_if_slow(name: str, hess: NegativeHessian, like, eps: float, steps: Mapping[str, np.ndarray],
-                  n_iters: int, evaluations: int) -> dict:
+def _warn_if_slow(name: str, preconditioned: bool, hess: NegativeHessian, like, eps: float, steps: Mapping[str, np.ndarray],
+                  n_iters: int, moves: int) -> dict:
     r"""The softest direction's mixing at the chosen stepsize (issue 29.5): the smallest eigenvalue
     μ_min of :math:`E^{1/2}AE^{1/2}` (E = εI, pSGLD: εG at the chosen chain's preconditioner) by
     Lanczos (exact up to d = 40; above, the smallest Ritz value, an upper bound: the mixing
@@ -673,8 +672,8 @@ def _warn_if_slow(name: str, hess: NegativeHessian, like, eps: float, steps: Map
     root = {k: np.sqrt(np.asarray(steps[k], np.float64)) for k in like}
     ritz = lanczos(scaled_operator(hess, root), like, min(size, 40), 0.0, 0)  # tol 0: run on for the smallest, not only the top
     mu, top = float(ritz.values[-1]), float(ritz.values[0])
-    soft = mu / eps if name != "psgld" else float(lanczos(hess, like, min(size, 40), 0.0, 0).values[-1])
-    tau = (4.0 / mu if mu > 0 else math.inf) / (evaluations if name.startswith("sghmc") else 1)
+    soft = mu / eps if not preconditioned else float(lanczos(hess, like, min(size, 40), 0.0, 0).values[-1])
+    tau = (4.0 / mu if mu > 0 else math.inf) / moves
     draws = n_iters / tau
     info = {"softest_curvature": soft, "scaled_condition_number": top / mu if mu > 0 else math.inf,
             "softest_scaled_curvature": mu, "autocorrelation_time": tau, "effective_draws": draws, "n_iters": n_iters}

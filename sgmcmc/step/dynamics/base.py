@@ -142,6 +142,32 @@ class Dynamics:
         """Fresh minibatches per chain and iteration, drawn ahead by the sampler."""
         return 1
 
+    @property
+    def moves_per_iteration(self) -> int:
+        """How many SGLD-like moves an iteration makes along a soft direction (SGHMC: its ``L``
+        leapfrog steps): the tuner's mixing estimate divides the autocorrelation time by it."""
+        return 1
+
+    #: The stepsize is on the standardised scale (HAMCMC: εHA ≈ εI), so the tuner's grid ends at
+    #: the largest safe scaled curvature itself rather than at a stepsize.
+    standardised_stepsize: ClassVar[bool] = False
+    #: A hyperparameter that takes the plain dynamics' stepsize cap when the user gives none
+    #: (HAMCMC's ``warmup_stepsize``: its warm-up runs SGLD steps).
+    plain_cap_hyperparameter: ClassVar[str | None] = None
+
+    @classmethod
+    def predicted_preconditioner(
+        cls, diag: Mapping[str, Any], n_rows: int, batch_rows: int, hyper: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """The diagonal preconditioner G a preconditioned stepsize will reach at stationarity,
+        from the diagonal ``diag`` of the negative Hessian (None: not predicted)."""
+        return None
+
+    def preconditioner_reached(self, kernel_state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Per coordinate, the largest over chains of the preconditioner G a run has reached
+        (from :meth:`sgmcmc.run.sampler.Sampler.kernel_state`; None: not a diagonal one)."""
+        return None
+
     # -- what the stepsize check and the tuner read (classes with a stepsize_stability) ----------
     @classmethod
     def sd_ratio(cls, mu: float, noise: float = 0.0, **hyper: float) -> float:

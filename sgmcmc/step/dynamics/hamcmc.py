@@ -236,6 +236,8 @@ class HAMCMC(Dynamics):
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the stepsize times the L-BFGS matrix
     preconditioned: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {"memory": None, "damping": 0.0, "warmup_stepsize": None}
+    standardised_stepsize: ClassVar[bool] = True
+    plain_cap_hyperparameter: ClassVar[str | None] = "warmup_stepsize"
 
     @property
     def gradient_evaluations(self) -> int:

@@ -62,6 +62,19 @@ class PSGLD(Dynamics):
     defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
 
     @classmethod
+    def predicted_preconditioner(
+        cls, diag: Mapping[str, Any], n_rows: int, batch_rows: int, hyper: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """At stationarity V ≈ (N/n) diag(A), so G ≈ 1/(λ + √((N/n) diag(A)))
+        (:mod:`sgmcmc.tuning.stepsize_search`)."""
+        lam = hyper.get("lam", cls.defaults["lam"])
+        return {k: 1.0 / (lam + np.sqrt(n_rows / batch_rows * d)) for k, d in diag.items()}
+
+    def preconditioner_reached(self, kernel_state: Mapping[str, Any]) -> dict[str, Any]:
+        """G = 1/(λ + √V) from the state's V, the largest over chains."""
+        return {k: np.max(1.0 / (self.lam + np.sqrt(np.asarray(v))), axis=0) for k, v in kernel_state["v"].items()}
+
+    @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "PSGLD":
         beta = arguments["beta"]
         if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)) or not 0 <= beta < 1:

@@ -99,6 +99,10 @@ class SGHMC(Dynamics):
     def gradient_evaluations(self) -> int:
         return self.L
 
+    @property
+    def moves_per_iteration(self) -> int:
+        return self.L
+
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "SGHMC":
         return cls(
