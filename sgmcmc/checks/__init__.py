@@ -20,13 +20,14 @@ from .arguments import (
     check_positive,
     per_parameter,
 )
-from .data import as_tensor, as_tensors, check_dataset
+from ..data.rows import as_tensor
+from .data import check_dataset
 from .model import ADDITIVITY_RTOL, TRIAL_ROWS, additivity_gaps, trial_evaluation
 from .simplex import check_alpha, check_simplex_params, trial_counts
 from .storage import available_memory, check_storage
 
 __all__ = [
-    "ADDITIVITY_RTOL", "TRIAL_ROWS", "additivity_gaps", "as_dtype", "as_tensor", "as_tensors", "available_memory",
+    "ADDITIVITY_RTOL", "TRIAL_ROWS", "additivity_gaps", "as_dtype", "as_tensor", "available_memory",
     "batch_size", "check_alpha", "check_count", "check_dataset", "check_nonnegative", "check_params",
     "check_positive", "check_simplex_params", "check_storage", "per_parameter", "trial_counts", "trial_evaluation",
 ]

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ..data.rows import CastEntry, aligned_empty, is_array_like, output_dtype, shared_in_place
+from ..data.rows import CastEntry, is_array_like, output_dtype
 
 
 def _entries(dataset: Any) -> Mapping:
@@ -120,27 +120,3 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
             "one row per observation"
         )
     return out
-
-
-def as_tensor(array: np.ndarray) -> tf.Tensor:
-    """A CPU tensor of ``array`` holding at most one copy of it, with no transient copies.
-
-    ``tf.convert_to_tensor`` copies a numpy array always, and at 2.2 GB its peak memory was
-    the array's size twice over on top of it (benchmarks/bench_memory.py). A C-contiguous,
-    writeable array on a 64-byte boundary is shared through DLPack instead (the tensor keeps
-    the array alive); anything else is first copied once into such an array. On a machine
-    with a GPU the data belong on the GPU, which is a copy anyway: ``tf.convert_to_tensor``."""
-    if tf.config.list_logical_devices("GPU"):
-        return tf.convert_to_tensor(array)
-    if array.size == 0:
-        return tf.convert_to_tensor(array)
-    if not shared_in_place(array, array.dtype):
-        copy = aligned_empty(array.shape, array.dtype)
-        np.copyto(copy, array)
-        array = copy
-    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-
-
-def as_tensors(dataset: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
-    """:func:`as_tensor` of every entry (for ``Sampler``)."""
-    return {name: as_tensor(array) for name, array in dataset.items()}

@@ -24,10 +24,9 @@ import concurrent.futures
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from .minibatch import MinibatchIndices
-from .rows import Rows, aligned_empty
+from .rows import Rows, aligned_empty, as_tensor
 
 #: Bytes of one block (rows and indices of ``capacity`` iterations).
 BLOCK_BYTES = 32 * 2**20
@@ -39,17 +38,6 @@ def iterations_per_block(indices: MinibatchIndices, n_chains: int, row_bytes: in
     """How many iterations' minibatches fit in ``block_bytes``."""
     per_iteration = indices.per_iteration * n_chains * indices.batch_size * (row_bytes + 8)
     return int(max(1, min(MAX_BLOCK_ITERATIONS, block_bytes // max(1, per_iteration))))
-
-
-def _as_tensor(array: np.ndarray) -> tf.Tensor:
-    if _ON_GPU[0] is None:
-        _ON_GPU[0] = bool(tf.config.list_logical_devices("GPU"))
-    if _ON_GPU[0] or array.size == 0:
-        return tf.convert_to_tensor(array)  # the rows belong on the device: a copy anyway
-    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-
-
-_ON_GPU: list = [None]
 
 
 class BlockFeed:
@@ -115,8 +103,8 @@ class BlockFeed:
             self._next = 1 - self._next
             self._pending = (tuple(prefetch), self._executor.submit(self._fill, which, *prefetch))
         return {
-            "rows": {k: _as_tensor(v) for k, v in buffer["rows"].items()},
-            "indices": _as_tensor(buffer["indices"]),
+            "rows": {k: as_tensor(v) for k, v in buffer["rows"].items()},
+            "indices": as_tensor(buffer["indices"]),
         }
 
     def cancel(self) -> None:

@@ -26,6 +26,7 @@ import mmap
 from typing import Any, Iterator
 
 import numpy as np
+import tensorflow as tf
 
 #: TensorFlow's CPU tensors must start on a 64-byte boundary to be shared without a copy.
 TENSOR_ALIGNMENT = 64
@@ -98,6 +99,30 @@ def shared_in_place(entry: Any, dtype: Any) -> bool:
         isinstance(entry, np.ndarray) and entry.dtype == np.dtype(dtype) and entry.flags.c_contiguous
         and entry.flags.writeable and (entry.size == 0 or entry.ctypes.data % TENSOR_ALIGNMENT == 0)
     )
+
+
+def as_tensor(array: np.ndarray) -> tf.Tensor:
+    """A CPU tensor of ``array`` holding at most one copy of it, with no transient copies: the
+    package's one host-array-to-tensor function (entries, blocks of minibatches).
+
+    ``tf.convert_to_tensor`` copies a numpy array always, and at 2.2 GB its peak memory was
+    the array's size twice over on top of it (benchmarks/bench_memory.py). A C-contiguous,
+    writeable array on a 64-byte boundary is shared through DLPack instead (the tensor keeps
+    the array alive); anything else is first copied once into such an array. On a machine
+    with a GPU the data belong on the GPU, which is a copy anyway: ``tf.convert_to_tensor``."""
+    if _ON_GPU[0] is None:
+        _ON_GPU[0] = bool(tf.config.list_logical_devices("GPU"))
+    if _ON_GPU[0] or array.size == 0:
+        return tf.convert_to_tensor(array)
+    if not shared_in_place(array, array.dtype):
+        copy = aligned_empty(array.shape, array.dtype)
+        np.copyto(copy, array)
+        array = copy
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+#: Whether TensorFlow sees a GPU (asked once: listing devices costs ~10 µs a call).
+_ON_GPU: list = [None]
 
 
 def output_dtype(dtype: np.dtype, float_dtype: np.dtype) -> np.dtype:

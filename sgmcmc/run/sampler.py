@@ -245,10 +245,14 @@ class Sampler:
             self._plain = None
             self.estimator = make_estimator(dataset, batch_size, self.n_chains)
         elif control_variate is None:
-            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
+            self._plain = MinibatchGradient(
+                log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce, rows=self.rows
+            )
             self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
         else:
-            self._plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce)
+            self._plain = MinibatchGradient(
+                log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce, rows=self.rows
+            )
             #: The plain estimator for one chain: the mode search and the full-data passes.
             self.one_chain_estimator = (
                 self._plain

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...graph_options import own_function
-from ...data.rows import Rows
+from ...data.rows import Rows, as_tensor
 from ..contract import Estimate, Minibatch, Params, map_over_chains
 from .spec import EstimatorSpec
 
@@ -103,6 +103,7 @@ class MinibatchGradient:
         n_chains: int = 1,
         replace: bool = False,
         reduce: Callable[[list[tf.Tensor]], list[tf.Tensor]] | None = None,
+        rows: Rows | None = None,
     ):
         self.replace = bool(replace)
         self.log_lik = log_lik
@@ -116,12 +117,17 @@ class MinibatchGradient:
         self._block_gradient = None
         self._block_value_gradient = None
         self._in_place = None
+        self._rows = rows
 
     @property
     def rows(self) -> Rows:
-        """The entries as :class:`~sgmcmc.data.rows.Rows` (their floats already in the model dtype)."""
-        floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
-        return Rows(self.dataset, floats[0] if floats else np.float32)
+        """The entries as :class:`~sgmcmc.data.rows.Rows`: the sampler's own (built once, in the
+        model dtype), or, for an estimator built without a sampler, built once here from the
+        entries, whose floats are already in the model dtype."""
+        if self._rows is None:
+            floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
+            self._rows = Rows(self.dataset, floats[0] if floats else np.float32)
+        return self._rows
 
     def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
         r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
@@ -230,8 +236,6 @@ class MinibatchGradient:
     def _in_place_tensors(self) -> dict[str, tf.Tensor]:
         """Every entry as a tensor sharing its memory (only when :attr:`Rows.shared_in_place`)."""
         if self._in_place is None:
-            from ...checks.data import as_tensor
-
             self._in_place = {k: as_tensor(v) for k, v in self.dataset.items()}
         return self._in_place
 
