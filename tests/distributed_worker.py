@@ -114,7 +114,7 @@ def full_data_passes(strategy, rows: dict, path) -> None:
 
 #: Where ``kill_before_sampling`` kills worker 1: (module, attribute) of the pass it enters.
 KILL_POINTS = {
-    "mode_search": ("sgmcmc.run.sampler", "Sampler.run_opt_chunk"),
+    "mode_search": ("sgmcmc.run.mode_search", "mode_steps"),
     "curvature": ("sgmcmc.run.mode_search", "mode_curvature"),
     "anchor": ("sgmcmc.run.sampler", "Sampler.full_data_gradient_at_mode"),
     "check": ("sgmcmc.run.mode_search", "check_mode"),

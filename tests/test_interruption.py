@@ -168,10 +168,12 @@ def test_seeds_give_unrelated_streams(make_gaussian_1d):
 
 
 def test_storage_that_cannot_fit_is_refused_before_the_mode_search(small_gauss, monkeypatch):
-    def no_mode_search(self, n):
+    import sgmcmc.run.mode_search
+
+    def no_mode_search(sampler, n):
         raise AssertionError("the mode search ran before the storage check")
 
-    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "run_opt_chunk", no_mode_search)
+    monkeypatch.setattr(sgmcmc.run.mode_search, "mode_steps", no_mode_search)
     with pytest.raises(MemoryError, match="thin"):
         sgmcmc.sgldcv(small_gauss.log_lik, small_gauss.dataset, small_gauss.params, 1e-4, opt_stepsize=1e-5,
                       log_prior=small_gauss.log_prior, minibatch_size=100, n_iters=10**13, verbose=False, seed=1)

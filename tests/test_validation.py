@@ -400,17 +400,17 @@ def test_divergence_in_mode_search(small_gauss):
 # -- Ctrl-C -------------------------------------------------------------------------------------
 
 
-def _interrupt_on_call(monkeypatch, attribute, call_number):
-    original = getattr(sgmcmc.run.sampler.Sampler, attribute)
+def _interrupt_on_call(monkeypatch, owner, attribute, call_number):
+    original = getattr(owner, attribute)
     calls = []
 
-    def interrupted(self, n):
+    def interrupted(sampler, n):
         calls.append(n)
         if len(calls) == call_number:
             raise KeyboardInterrupt
-        return original(self, n)
+        return original(sampler, n)
 
-    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, attribute, interrupted)
+    monkeypatch.setattr(owner, attribute, interrupted)
     return calls
 
 
@@ -419,7 +419,9 @@ def _interrupt_on_call(monkeypatch, attribute, call_number):
 
 def test_ctrl_c_during_mode_search_propagates(small_gauss, monkeypatch):
     """Before sampling starts there are no samples to return: KeyboardInterrupt goes through."""
-    _interrupt_on_call(monkeypatch, "run_opt_chunk", 2)
+    import sgmcmc.run.mode_search
+
+    _interrupt_on_call(monkeypatch, sgmcmc.run.mode_search, "mode_steps", 2)
     with pytest.raises(KeyboardInterrupt):
         _call("sgldcv", small_gauss, n_iters_opt=5_000)
 

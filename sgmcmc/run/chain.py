@@ -389,32 +389,6 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
     return storage.samples(settings)
 
 
-def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
-    """The SGD mode search of the control-variate samplers, in compiled chunks with progress; an
-    operation failing in a chunk (with rows sharded: a peer that died) raises
-    :class:`~sgmcmc.SamplingError` with empty ``samples``, as :func:`before_sampling`."""
-    desc = f"{sampler.method}: finding the mode"
-    pacer, done = _Pacer(sampler, verbose), 0
-    bar = _progress(desc, n_iters, 0, verbose)
-    try:
-        while done < n_iters:
-            n = min(pacer.length, n_iters - done)
-            chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
-                lambda: sampler.run_opt_chunk(n), desc, sampler, done, n, NO_SAMPLES_YET, dict, tf.errors.OpError,
-            ))
-            if chunk.diverged_at:
-                raise DivergenceError(
-                    f"{desc}: the mode search diverged at its step {done + chunk.diverged_at} (NaN or Inf); "
-                    f"try a smaller opt_stepsize. No samples exist yet",
-                    iteration=done + chunk.diverged_at,
-                )
-            done += n
-            bar.update(n)
-            bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
-    finally:
-        bar.close()
-
-
 def run_until_ready(sampler: Sampler, max_iters: int, verbose: bool) -> bool:
     """Burn-in found by the kernel (OSGLD's Eq. 17): run compiled chunks until the kernel's
     ``ready(aux)`` holds for every chain or the sampler's iteration reaches ``max_iters``; returns

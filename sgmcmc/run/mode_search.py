@@ -61,10 +61,13 @@ import tensorflow as tf
 
 from tqdm.auto import tqdm
 
-from .chain import before_sampling, run_mode_search
+from .chain import NO_SAMPLES_YET, _chunk_or_sampling_error, _Pacer, _progress, before_sampling
 from ..errors import DivergenceError, ModeSearchError
 from ..graph_options import package_call_options
-from .sampler import Sampler
+from ..step.contract import BoundEstimator, Minibatches
+from ..step.dynamics.sgd import SGD
+from ..graph_options import own_function
+from .sampler import ChunkResult, Sampler, _finite_per_chain, _iteration_of
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
 
@@ -128,6 +131,78 @@ class AutoStep:
     @property
     def value(self) -> float:
         return float(self.variable.numpy())
+
+
+
+# -- the SGD steps, in compiled chunks ------------------------------------------------------------
+def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
+    """``n`` more steps of the SGD mode search (one chain, from the first start, its own
+    minibatch stream and counter), through the sampler's block loop; returns the last
+    log-posterior estimate and the search step at which it diverged (0: none)."""
+    if sampler._run_opt_chunk is None:
+        kernel = SGD(sampler.control_variate.opt_stepsize)
+        mode = sampler.estimator.mode
+
+        @own_function
+        def run_opt_chunk(n, t0, block):
+            params = {k: v.read_value()[None] for k, v in mode.items()}
+            last = tf.zeros([1], sampler.dtype)
+            diverged_at = tf.constant(0, tf.int64)
+            done = tf.constant(0, tf.int64)
+            for i in tf.range(n):
+                t = t0 + i + 1
+                sampler._opt_rng.begin(t)
+                minibatches = Minibatches(_iteration_of(block, i))
+                estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler._opt_rng, t)
+                new, _, est = kernel.one_step(params, {}, estimate, sampler._opt_rng, t)
+                if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
+                    diverged_at = t
+                    break
+                params, last, done = new, est.log_post, i + 1
+            for k, v in mode.items():
+                v.assign(params[k][0])
+            return done, diverged_at, last
+
+        sampler._run_opt_chunk = run_opt_chunk
+
+    def call(m: int, block) -> tuple:
+        with package_call_options():
+            done, diverged_at, last = sampler._run_opt_chunk(
+                tf.constant(m, tf.int64), tf.constant(sampler._opt_iteration, tf.int64), block
+            )
+        sampler._opt_iteration += int(done)
+        return int(done), int(diverged_at), last.numpy()
+
+    feed = sampler._feed("mode")
+    results = sampler._run_blocks(n, feed, feed.capacity, call, start=sampler._opt_iteration)
+    done = sum(r[0] for r in results)
+    return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
+
+
+def run_mode_search(sampler: Sampler, n_iters: int, verbose: bool) -> None:
+    """The SGD mode search of the control-variate samplers, in compiled chunks with progress; an
+    operation failing in a chunk (with rows sharded: a peer that died) raises
+    :class:`~sgmcmc.SamplingError` with empty ``samples``, as :func:`before_sampling`."""
+    desc = f"{sampler.method}: finding the mode"
+    pacer, done = _Pacer(sampler, verbose), 0
+    bar = _progress(desc, n_iters, 0, verbose)
+    try:
+        while done < n_iters:
+            n = min(pacer.length, n_iters - done)
+            chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
+                lambda: mode_steps(sampler, n), desc, sampler, done, n, NO_SAMPLES_YET, dict, tf.errors.OpError,
+            ))
+            if chunk.diverged_at:  # the search's own step counter (it starts at 0 with the set-up)
+                raise DivergenceError(
+                    f"{desc}: the mode search diverged at its step {chunk.diverged_at} (NaN or Inf); "
+                    f"try a smaller opt_stepsize. No samples exist yet",
+                    iteration=chunk.diverged_at,
+                )
+            done += n
+            bar.update(n)
+            bar.set_postfix(log_post=f"{chunk.last_log_post[0]:.6g}", refresh=False)
+    finally:
+        bar.close()
 
 
 def auto_opt_stepsize(batch_size: int, n_rows: int, curvature: float, replace: bool = False) -> float:

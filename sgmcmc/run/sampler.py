@@ -44,7 +44,6 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from ..step.dynamics import SGD
 from ..step.contract import BoundEstimator, Estimate, Minibatches
 from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
 from ..step.estimators import ControlVariateGradient, MinibatchGradient
@@ -515,12 +514,13 @@ class Sampler:
         feed = self._feed("chain")
         return feed if thin <= feed.capacity else self._feed("chain", thin)
 
-    def _run_blocks(self, n: int, feed: BlockFeed, per_call: int, call) -> list:
-        """Run ``n`` iterations from the current one as calls of at most ``per_call`` iterations,
-        each given its block (the next one gathered meanwhile); ``call(m, block)`` runs m of them
-        and returns ``(done, diverged_at, …)``. Stops at a divergence or when a call completes
-        fewer iterations than asked (a kernel's ``ready``). Returns every call's result."""
-        results, t, remaining = [], self.iteration, n
+    def _run_blocks(self, n: int, feed: BlockFeed, per_call: int, call, start: int | None = None) -> list:
+        """Run ``n`` iterations from ``start`` (default the chain's current iteration; the mode
+        search passes its own counter) as calls of at most ``per_call`` iterations, each given its
+        block (the next one gathered meanwhile); ``call(m, block)`` runs m of them and returns
+        ``(done, diverged_at, …)``. Stops at a divergence or when a call completes fewer
+        iterations than asked (a kernel's ``ready``). Returns every call's result."""
+        results, t, remaining = [], self.iteration if start is None else start, n
         while True:
             m = min(remaining, per_call)
             after = min(remaining - m, per_call)
@@ -643,51 +643,6 @@ class Sampler:
         with package_call_options():
             est = self._estimate_for_storage(block)
         return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
-
-    def run_opt_chunk(self, n: int) -> ChunkResult:
-        """``n`` more steps of the SGD mode search (one chain, from the first start, its own
-        minibatch stream); returns the last log-posterior estimate and where it diverged."""
-        if self._run_opt_chunk is None:
-            kernel = SGD(self.control_variate.opt_stepsize)
-
-            @own_function
-            def run_opt_chunk(n, t0, block):
-                params = {k: v.read_value()[None] for k, v in self.estimator.mode.items()}
-                last = tf.zeros([1], self.dtype)
-                diverged_at = tf.constant(0, tf.int64)
-                done = tf.constant(0, tf.int64)
-                for i in tf.range(n):
-                    t = t0 + i + 1
-                    self._opt_rng.begin(t)
-                    estimate = BoundEstimator(self.one_chain_estimator, Minibatches(_iteration_of(block, i)), self._opt_rng, t)
-                    new, _, est = kernel.one_step(params, {}, estimate, self._opt_rng, t)
-                    if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
-                        diverged_at = t
-                        break
-                    params, last, done = new, est.log_post, i + 1
-                for k, v in self.estimator.mode.items():
-                    v.assign(params[k][0])
-                return done, diverged_at, last
-
-            self._run_opt_chunk = run_opt_chunk
-        feed = self._feed("mode")
-        results, remaining = [], n
-        while remaining > 0:
-            m = min(remaining, feed.capacity)
-            after = min(remaining - m, feed.capacity)
-            block = feed.block(self._opt_iteration, m, prefetch=(self._opt_iteration + m, after) if after else None)
-            with package_call_options():
-                done, diverged_at, last = self._run_opt_chunk(
-                    tf.constant(m, tf.int64), tf.constant(self._opt_iteration, tf.int64), block
-                )
-            results.append((int(done), int(diverged_at), last.numpy()))
-            self._opt_iteration += int(done)
-            remaining -= int(done)
-            if int(diverged_at):
-                feed.cancel()
-                break
-        done = sum(r[0] for r in results)
-        return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
 
     def _checked_step(self, block) -> tf.Tensor:
         """Graph mode's step: one iteration, written to the variables only if the new state and
