@@ -11,8 +11,13 @@ pixels scaled to [0, 1]), split once (stratified, seed 0) into 962 training, 241
   Keras initialisations), the kept draws of all chains pooled into a posterior ensemble whose
   prediction is the average of the draws' class probabilities (``bnn.predict``). The stepsize
   is one ``sgmcmc.check_stepsize`` accepts at Adam's weights (a mode estimate);
-- **cSGHMC** (cyclical SGHMC, Zhang et al. 2020), when this version of sgmcmc has
-  ``sgmcmc.csghmc`` (issue 32.2); otherwise it is skipped with a message.
+- **cSGHMC** (cyclical SGHMC, Zhang et al. 2020; issue 32.2): the same network, prior, starts,
+  friction and iteration budget as SGHMC, in 4 cycles; each cycle's stepsize falls from
+  SGHMC's stepsize (the same check's) along a cosine, its first 80 % is momentum SGD without
+  noise (exploration) and its last 20 % SGHMC (sampling). Only sampling-stage iterations are
+  kept, ``burn_in`` and ``thin`` counting within each cycle's sampling stage, so cSGHMC has its
+  own: no burn-in, and a thinning that keeps about as many draws as SGHMC's. (Skipped with a
+  message by a version of sgmcmc without ``sgmcmc.csghmc``.)
 
 Scores on the test images (``sgmcmc.keras.evaluate``): accuracy, NLL (mean negative log
 predictive probability), ECE (15 equal-width confidence bins) and Brier score; reliability
@@ -25,7 +30,9 @@ MNIST (55,000 training images, the same MLP on 784 inputs and a small CNN) runs 
 files are already in sgmcmc's data cache (``--mnist auto``, the default: never downloads;
 ``--mnist yes`` downloads them if needed; ``--mnist no`` skips it).
 
-``--quick`` runs a small version in about a minute (fewer epochs and iterations, 2 chains).
+``--quick`` runs a small version in about a minute and a half (fewer epochs and iterations, 2
+chains; cSGHMC half SGHMC's iterations, in 2 cycles of the same length). ``--seed`` (default 1)
+seeds Adam's initialisation and the samplers' starts and draws (the data split stays fixed).
 """
 
 from __future__ import annotations
@@ -123,24 +130,28 @@ def dispersed_starts(bnn, make_model, n_chains: int) -> list[dict[str, np.ndarra
 
 
 def sample_ensemble(method: str, make_model, data: dict, mode: keras.Model, settings: dict, n_chains: int,
-                    n_iters: int, burn_in: int, thin: int, seed: int = 1, check_iters: int = 100) -> tuple:
+                    n_iters: int, burn_in: int, thin: int, seed: int = 1, check_iters: int = 100,
+                    check=None, **cyclical) -> tuple:
     """Posterior draws of the network by ``sgmcmc.<method>`` (sghmc or csghmc) from dispersed
-    starts; returns the Bayesian network, the samples and the stepsize check."""
+    starts; returns the Bayesian network, the samples, the stepsize check and the stepsize.
+
+    The stepsize is ``settings["stepsize"]`` or 0.9 × the safe stepsize of ``check_stepsize``
+    at Adam's weights, whichever is smaller; ``check`` reuses a check already made with the same
+    settings (cSGHMC's largest stepsize is SGHMC's). ``cyclical``: csghmc's ``n_cycles`` and
+    ``exploration``; its ``burn_in`` and ``thin`` count within each cycle's sampling stage."""
     keras.utils.set_random_seed(seed)
     bnn = sgmcmc.keras.from_model(make_model(), "categorical", prior_scale=settings["prior_scale"])
     train = {"x": data["x"], "y": data["y"]}
-    # the stepsize must suit the curvature at a mode: check it at Adam's weights
-    at_mode = dict(zip(bnn.names, (v.numpy() for v in mode.trainable_variables)))
-    check = sgmcmc.check_stepsize(bnn.log_lik, train, at_mode, settings["stepsize"], log_prior=bnn.log_prior,
-                                  method="sghmc", alpha=settings["alpha"], L=settings["L"], per_parameter=False, warn=False,
-                                  max_iters=check_iters)
+    if check is None:  # the stepsize must suit the curvature at a mode: check it at Adam's weights
+        at_mode = dict(zip(bnn.names, (v.numpy() for v in mode.trainable_variables)))
+        check = sgmcmc.check_stepsize(bnn.log_lik, train, at_mode, settings["stepsize"], log_prior=bnn.log_prior,
+                                      method="sghmc", alpha=settings["alpha"], L=settings["L"], per_parameter=False,
+                                      warn=False, max_iters=check_iters)
     stepsize = min(settings["stepsize"], 0.9 * check.safe_stepsize)
     starts = dispersed_starts(bnn, make_model, n_chains)
     common = dict(log_prior=bnn.log_prior, minibatch_size=settings["minibatch_size"], alpha=settings["alpha"],
                   L=settings["L"], n_iters=n_iters, burn_in=burn_in, thin=thin, n_chains=n_chains, verbose=False, seed=seed)
-    if method == "csghmc":
-        common |= dict(n_cycles=4, exploration=0.8)
-    samples = getattr(sgmcmc, method)(bnn.log_lik, train, starts, stepsize, **common)
+    samples = getattr(sgmcmc, method)(bnn.log_lik, train, starts, stepsize, **common, **cyclical)
     return bnn, samples, check, stepsize
 
 
@@ -151,7 +162,7 @@ def compare(name: str, data: dict, make_model, settings: dict, args, budget: dic
 
     with timed(f"{name}: Adam"):
         start = time.perf_counter()
-        adam, epochs = train_adam(make_model, data, budget["max_epochs"], budget["patience"])
+        adam, epochs = train_adam(make_model, data, budget["max_epochs"], budget["patience"], seed=args.seed)
         seconds = time.perf_counter() - start
     softmax = lambda logits: np.exp(logits - logits.max(1, keepdims=True)) / np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)
     predict_adam = lambda x: softmax(adam.predict(x, batch_size=1024, verbose=0).astype(np.float64))
@@ -162,16 +173,22 @@ def compare(name: str, data: dict, make_model, settings: dict, args, budget: dic
     methods = ["sghmc"] + (["csghmc"] if hasattr(sgmcmc, "csghmc") else [])
     if not hasattr(sgmcmc, "csghmc"):
         print(f"  {name}: cSGHMC skipped: this version of sgmcmc has no csghmc (issue 32.2)")
+    check = None
     for method in methods:
         label = {"sghmc": "SGHMC", "csghmc": "cSGHMC"}[method]
+        chains = budget["chains"] if method == "sghmc" else budget["cyclical"]
         with timed(f"{name}: {label}"):
             start = time.perf_counter()
-            bnn, samples, check, stepsize = sample_ensemble(method, make_model, data, adam, settings, **budget["chains"],
+            bnn, samples, check, stepsize = sample_ensemble(method, make_model, data, adam, settings, **chains,
+                                                            seed=args.seed, check=check,
                                                             check_iters=budget.get("check_iters", 100))
             seconds = time.perf_counter() - start
         n_draws = samples[bnn.names[0]].shape[0] * samples[bnn.names[0]].shape[1]
         print(f"  {label}: stepsize {stepsize:.2e} (check at Adam's weights: curvature {check.curvature:.0f}, "
-              f"safe stepsize {check.safe_stepsize:.2e}), {n_draws} draws pooled from {budget['chains']['n_chains']} chains")
+              f"safe stepsize {check.safe_stepsize:.2e}), {chains['n_iters']} iterations, "
+              f"{n_draws} draws pooled from {chains['n_chains']} chains"
+              + (f" ({n_draws // chains['n_chains'] // chains['n_cycles']} per cycle, {chains['n_cycles']} cycles)"
+                 if method == "csghmc" else ""))
         probs[label] = {"test": bnn.predict(samples, data["x_test"]),
                         **{k: bnn.predict(samples, v) for k, v in ood.items()}}
         rows[label] = {"seconds": seconds, "stepsize": stepsize, "draws": n_draws}
@@ -184,11 +201,13 @@ def compare(name: str, data: dict, make_model, settings: dict, args, budget: dic
     return {"table": rows, "figures": figures, "adam": adam}
 
 
-def prior_sweep(data: dict, make_model, adam: keras.Model, settings: dict, budget: dict, scales: list[float]) -> dict:
+def prior_sweep(data: dict, make_model, adam: keras.Model, settings: dict, budget: dict, scales: list[float],
+                seed: int = 1) -> dict:
     """The SGHMC ensemble's test scores for several prior scales (everything else fixed)."""
     sweep = {}
     for scale in scales:
-        bnn, samples, _, _ = sample_ensemble("sghmc", make_model, data, adam, settings | {"prior_scale": scale}, **budget["chains"])
+        bnn, samples, _, _ = sample_ensemble("sghmc", make_model, data, adam, settings | {"prior_scale": scale},
+                                             **budget["chains"], seed=seed)
         sweep[scale] = sgmcmc.keras.evaluate(bnn.predict(samples, data["x_test"]), data["y_test"])
         print(f"  prior_scale {scale:>4}: " + "  ".join(f"{k} {v:.4f}" for k, v in sweep[scale].items()))
     return sweep
@@ -224,15 +243,26 @@ def plot_entropy(name: str, probs: dict, args):
     return savefig(fig, args.out / f"bnn_keras_{name}_entropy.png")
 
 
+def add_options(parser) -> None:
+    parser.add_argument("--mnist", choices=["auto", "yes", "no"], default="auto",
+                        help="MNIST too: auto = only when already cached")
+    parser.add_argument("--seed", type=int, default=1, help="seeds Adam and the samplers (the data split is fixed)")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the vignette; return its tables."""
     args = parse_args("bnn_keras", __doc__.splitlines()[0], argv,
-                      extra=lambda p: p.add_argument("--mnist", choices=["auto", "yes", "no"], default="auto",
-                                                     help="MNIST too: auto = only when already cached"))
+                      extra=add_options)
+    # cSGHMC: the same chains and iterations as SGHMC (quick: half, in 2 cycles of the same 150
+    # iterations, to keep the test short); 80 % of each cycle explores, burn_in 0 and thin
+    # within each sampling stage: full 4 × 25 = 100 draws a chain as SGHMC's 1,000 / 10, quick
+    # 2 × 15 = 30 as SGHMC's 300 / 10
     if args.quick:
-        budget = dict(max_epochs=60, patience=5, chains=dict(n_chains=2, n_iters=600, burn_in=300, thin=10))
+        budget = dict(max_epochs=60, patience=5, chains=dict(n_chains=2, n_iters=600, burn_in=300, thin=10),
+                      cyclical=dict(n_chains=2, n_iters=300, n_cycles=2, exploration=0.8, burn_in=0, thin=2))
     else:
-        budget = dict(max_epochs=1_000, patience=20, chains=dict(n_chains=4, n_iters=2_000, burn_in=1_000, thin=10))
+        budget = dict(max_epochs=1_000, patience=20, chains=dict(n_chains=4, n_iters=2_000, burn_in=1_000, thin=10),
+                      cyclical=dict(n_chains=4, n_iters=2_000, n_cycles=4, exploration=0.8, burn_in=0, thin=4))
     data = load_digits_split()
     print(f"digits: {len(data['y'])} training, {len(data['y_val'])} validation, {len(data['y_test'])} test images")
     make = lambda: mlp(64, DIGITS["hidden"])
@@ -240,7 +270,8 @@ def main(argv: list[str] | None = None) -> dict:
     figures = list(results["digits"]["figures"])
     if not args.quick:
         print("\ndigits: the SGHMC ensemble for several prior scales")
-        results["prior_sweep"] = prior_sweep(data, make, results["digits"]["adam"], DIGITS, budget, [0.5, 1.0, 2.0, 5.0])
+        results["prior_sweep"] = prior_sweep(data, make, results["digits"]["adam"], DIGITS, budget, [0.5, 1.0, 2.0, 5.0],
+                                             seed=args.seed)
 
     use_mnist = args.mnist == "yes" or (args.mnist == "auto" and mnist_cached())
     if use_mnist:
@@ -250,9 +281,10 @@ def main(argv: list[str] | None = None) -> dict:
         mnist = load_mnist_split()
         mnist_settings = dict(DIGITS, minibatch_size=500, stepsize=DIGITS["stepsize"] / 10)
         results["mnist_mlp"] = compare("mnist_mlp", mnist, lambda: mlp(784, 100), mnist_settings, args, budget)
-        cnn_budget = budget | dict(chains=dict(n_chains=2, n_iters=1_000, burn_in=500, thin=5), check_iters=20)
+        cnn_budget = budget | dict(chains=dict(n_chains=2, n_iters=1_000, burn_in=500, thin=5), check_iters=20,
+                                   cyclical=dict(n_chains=2, n_iters=1_000, n_cycles=4, exploration=0.8, burn_in=0, thin=2))
         if args.quick:
-            cnn_budget["chains"] = budget["chains"]
+            cnn_budget |= dict(chains=budget["chains"], cyclical=budget["cyclical"])
         results["mnist_cnn"] = compare("mnist_cnn", mnist, lambda: cnn(28), mnist_settings | dict(minibatch_size=100),
                                        args, cnn_budget)
         figures += results["mnist_mlp"]["figures"] + results["mnist_cnn"]["figures"]
