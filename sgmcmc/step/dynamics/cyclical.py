@@ -142,6 +142,21 @@ _CYCLES = r"""    n_cycles : int
 """
 
 
+def _cyclical_public(**own: Any) -> PublicFunctions:
+    """The public functions' record of a cyclical sampler: its own label, argument types and
+    docstrings, and what both share (the schedule and kept-draw sections, ``n_iters``'s default)."""
+    return PublicFunctions(
+        leading=("stepsize",),
+        argument_defaults={"n_iters": "Chain.n_iters"},
+        setup_notes=_SCHEDULE + _STEP_BY_STEP,
+        run_notes=_SCHEDULE + _KEPT,
+        setup_parameter_docs=_N_ITERS + _CYCLES,
+        run_parameter_docs=_CYCLES,
+        **own,
+    )
+
+
+
 class _Cyclical:
     """What cSGLD and cSGHMC add to SGLD and SGHMC: the schedule and the noise switch in
     ``one_step``, and one kept-draw segment per cycle."""
@@ -180,15 +195,9 @@ class CSGLD(_Cyclical, SGLD):
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "n_iters", "n_cycles", "exploration")
     defaults: ClassVar[dict[str, Any]] = CYCLICAL_DEFAULTS
-    public: ClassVar[PublicFunctions] = PublicFunctions(
+    public: ClassVar[PublicFunctions] = _cyclical_public(
         label="cSGLD",
         argument_types={"n_iters": "int", "n_cycles": "int", "exploration": "float"},
-        leading=("stepsize",),
-        argument_defaults={"n_iters": "Chain.n_iters"},
-        setup_notes=_SCHEDULE + _STEP_BY_STEP,
-        run_notes=_SCHEDULE + _KEPT,
-        setup_parameter_docs=_N_ITERS + _CYCLES,
-        run_parameter_docs=_CYCLES,
         run_doc=r"""Run cSGLD for ``n_iters`` iterations: the set-up and update of :func:`csgld_setup`, then
     the whole chain in compiled chunks, one cycle after another.
     """,
@@ -215,15 +224,9 @@ class CSGHMC(_Cyclical, SGHMC):
 
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L", "n_iters", "n_cycles", "exploration")
     defaults: ClassVar[dict[str, Any]] = {**SGHMC.defaults, **CYCLICAL_DEFAULTS}
-    public: ClassVar[PublicFunctions] = PublicFunctions(
+    public: ClassVar[PublicFunctions] = _cyclical_public(
         label="cSGHMC",
         argument_types={"alpha": "PerParameter", "L": "int", "n_iters": "int", "n_cycles": "int", "exploration": "float"},
-        leading=("stepsize",),
-        argument_defaults={"n_iters": "Chain.n_iters"},
-        setup_notes=_SCHEDULE + _STEP_BY_STEP,
-        run_notes=_SCHEDULE + _KEPT,
-        setup_parameter_docs=_N_ITERS + _CYCLES,
-        run_parameter_docs=_CYCLES,
         run_doc=r"""Run cSGHMC for ``n_iters`` iterations: the set-up and update of :func:`csghmc_setup`, then
     the whole chain in compiled chunks, one cycle after another.
     """,
