@@ -156,7 +156,6 @@ def _cyclical_public(**own: Any) -> PublicFunctions:
     )
 
 
-
 class _Cyclical:
     """What cSGLD and cSGHMC add to SGLD and SGHMC: the schedule and the noise switch in
     ``one_step``, and one kept-draw segment per cycle."""
