@@ -462,87 +462,125 @@ def tune_stepsize(
         stepsizes are not positive numbers, or the budget is too small.
     """
     name = _method_name(method)
-    setup = _setup_function(name)
-    signature = inspect.signature(setup).parameters
-    accepted = set(signature)
-    unknown = sorted(set(sampler_kwargs) - accepted)
-    if unknown:
-        raise TypeError(f"{name}_setup does not take {unknown}")
-    if METHODS[name].control_variate and "verbose" in accepted:
-        sampler_kwargs.setdefault("verbose", verbose)
-    t_start = time.perf_counter()
-    tunable = _Tunable(1.0)
     sizes = list(minibatch_sizes) if minibatch_sizes is not None else [minibatch_size]
-    built = {}
-    for mb in sizes:  # one compiled sampler per minibatch size; the stepsize lives in a variable
-        built[mb] = setup(log_lik, dataset, params, tunable, log_prior=log_prior, minibatch_size=mb, seed=seed,
-                          check_stepsize=False, **sampler_kwargs)  # the cap below judges every candidate
-    first = built[sizes[0]]
-    init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
-    point = {k: v.read_value() for k, v in (first.estimator.mode if first.control_variate is not None else first.params).items()}
-    plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
-        first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
-    )
-    hess = NegativeHessian(plain, point)
-    like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
-    rows = {mb: built[mb].batch_size for mb in sizes}
-    cap = _Cap(name, hess, like, sampler_kwargs, {k: v.default for k, v in signature.items()},
-               _noise_models(first, hess, point, like, sorted(set(rows.values())), seed))
-    scale = _diagonal_curvature(hess, point, max_exact_dim)
-    exact_scores = _ExactScores(plain)
-    n_rows = first.n_rows
-    warm = METHODS[name].dynamics.plain_cap_hyperparameter
-    if warm is not None and sampler_kwargs.get(warm) is None:
-        for sampler in built.values():  # before anything is compiled: HAMCMC's warm-up SGLD steps at the SGLD cap
-            sampler.kernel = dataclasses.replace(sampler.kernel, **{warm: {k: cap.stepsize for k in point}})
-    if stepsizes is None:
-        lam = sampler_kwargs.get("lam", signature["lam"].default if "lam" in signature else 0.0)
-        stepsizes = cap.default_grid(n_candidates, scale, n_rows, max(rows.values()), lam)
-    stepsizes = [float(e) for e in stepsizes]
-    if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
-        raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")
-    per_iter = first.kernel.gradient_evaluations
-    candidates = [(e, mb) for mb in sizes for e in stepsizes]
-    records = []
-    excluded: set[int] = set()
-    for i, (eps, mb) in enumerate(candidates):  # unpreconditioned dynamics: the cap before any run
-        mu, q = cap.before_run(eps), cap.noise_before_run(eps, rows[mb])
-        if mu is not None and cap.over(mu, q):
-            excluded.add(i)
-            records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, noise=q, excluded=True,
-                                   reason=cap.reason(mu, q)))
-    limits = ", ".join(f"{cap.stepsize_for.get(rows[mb], cap.stepsize):.3g} (minibatch {rows[mb]})" for mb in sizes)
-    survivors = [i for i in range(len(candidates)) if i not in excluded]
-    if not survivors:
-        raise ValueError(
-            f"every candidate stepsize is above the stepsize check's cap: {name} at this curvature "
-            f"(λ_max = {cap.curvature:.3g}) with its minibatch noise takes stepsizes up to {limits}; give smaller "
-            f"stepsizes, or stepsizes=None"
-        )
-    if verbose and excluded:
-        print(f"tune_stepsize: {len(excluded)} of {len(candidates)} candidates excluded, above the cap "
-              f"{limits} (sd within 10 % with the minibatch noise, sgmcmc.check_stepsize)", flush=True)
-    budget = int(100 * n_rows) if budget is None else int(budget)
+    search = _Search(name, log_lik, dataset, params, log_prior, sizes, seed, verbose, max_exact_dim, sampler_kwargs)
+    survivors = search.screen(stepsizes, n_candidates)
+    budget = int(100 * search.n_rows) if budget is None else int(budget)
     n_rounds = max(1, math.ceil(math.log2(len(survivors))))
-
-    workdir = tempfile.TemporaryDirectory(prefix="sgmcmc_tune_")
-    base = {}
-    for mb, sampler in built.items():  # the starting state every candidate begins from
-        if sampler is not first:
-            if first.control_variate is not None:  # share the mode search: same mode, same anchor
-                sampler.estimator.take_mode(first.estimator)
-                sampler.set_anchor({k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
-                sampler.init_aux()
-                sampler.initialised = True
-            else:
-                init_sess(sampler, False)
-        base[mb] = sampler.save(f"{workdir.name}/base_{id(sampler)}")
-    saved: dict[int, str] = {}
-    total_iters = {i: 0 for i in range(len(candidates))}
-    spent = 0
-    stopped = False
-    choice = None
+    search.save_starting_states()
     for rnd in range(n_rounds):
+        survivors = search.run_round(rnd, n_rounds, survivors, budget, min_iters, ksd_samples, max_seconds)
+        if survivors is None or search.stopped or len(survivors) == 1:
+            break
+    return search.finish(budget, n_iters)
+
+
+class _Search:
+    """:func:`tune_stepsize`'s steps, in order: set up one sampler per minibatch size and the
+    stepsize cap at the mode (``__init__``), :meth:`screen` the candidates against the cap,
+    :meth:`save_starting_states`, :meth:`run_round` per round of successive halving, and
+    :meth:`finish` (the table, the choice, the mixing warning)."""
+
+    def __init__(self, name: str, log_lik: Callable, dataset: Any, params: Mapping[str, Any], log_prior: Callable | None,
+                 sizes: Sequence[float], seed: int, verbose: bool, max_exact_dim: int, sampler_kwargs: dict):
+        setup = _setup_function(name)
+        signature = inspect.signature(setup).parameters
+        accepted = set(signature)
+        unknown = sorted(set(sampler_kwargs) - accepted)
+        if unknown:
+            raise TypeError(f"{name}_setup does not take {unknown}")
+        if METHODS[name].control_variate and "verbose" in accepted:
+            sampler_kwargs.setdefault("verbose", verbose)
+        self.name, self.verbose, self.sampler_kwargs, self.signature = name, verbose, sampler_kwargs, signature
+        self.t_start = time.perf_counter()
+        self.tunable = _Tunable(1.0)
+        self.sizes = list(sizes)
+        self.built = {}
+        for mb in self.sizes:  # one compiled sampler per minibatch size; the stepsize lives in a variable
+            self.built[mb] = setup(log_lik, dataset, params, self.tunable, log_prior=log_prior, minibatch_size=mb,
+                                   seed=seed, check_stepsize=False, **sampler_kwargs)  # the cap judges every candidate
+        first = self.first = self.built[self.sizes[0]]
+        init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
+        at = first.estimator.mode if first.control_variate is not None else first.params
+        self.point = point = {k: v.read_value() for k, v in at.items()}
+        self.plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
+            first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
+        )
+        self.hess = NegativeHessian(self.plain, point)
+        self.like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
+        self.rows = {mb: self.built[mb].batch_size for mb in self.sizes}
+        self.cap = _Cap(name, self.hess, self.like, sampler_kwargs, {k: v.default for k, v in signature.items()},
+                        _noise_models(first, self.hess, point, self.like, sorted(set(self.rows.values())), seed))
+        self.scale = _diagonal_curvature(self.hess, point, max_exact_dim)
+        self.exact_scores = _ExactScores(self.plain)
+        self.n_rows = first.n_rows
+        warm = METHODS[name].dynamics.plain_cap_hyperparameter
+        if warm is not None and sampler_kwargs.get(warm) is None:
+            for sampler in self.built.values():  # before anything is compiled: HAMCMC's warm-up SGLD steps at the SGLD cap
+                sampler.kernel = dataclasses.replace(sampler.kernel, **{warm: {k: self.cap.stepsize for k in point}})
+        self.per_iter = first.kernel.gradient_evaluations
+        self.records: list[dict] = []
+        self.excluded: set[int] = set()
+        self.saved: dict[int, str] = {}
+        self.spent = 0
+        self.stopped = False
+        self.choice: int | None = None
+
+    def screen(self, stepsizes: Sequence[float] | None, n_candidates: int) -> list[int]:
+        """The candidates (stepsize × minibatch size; a default grid from the cap when
+        ``stepsizes`` is None) and those the cap lets run (unpreconditioned dynamics: before any
+        run); refuses when none is left."""
+        cap, rows, sizes = self.cap, self.rows, self.sizes
+        if stepsizes is None:
+            lam = self.sampler_kwargs.get("lam", self.signature["lam"].default if "lam" in self.signature else 0.0)
+            stepsizes = cap.default_grid(n_candidates, self.scale, self.n_rows, max(rows.values()), lam)
+        stepsizes = [float(e) for e in stepsizes]
+        if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
+            raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")
+        self.candidates = candidates = [(e, mb) for mb in sizes for e in stepsizes]
+        self.total_iters = {i: 0 for i in range(len(candidates))}
+        for i, (eps, mb) in enumerate(candidates):  # unpreconditioned dynamics: the cap before any run
+            mu, q = cap.before_run(eps), cap.noise_before_run(eps, rows[mb])
+            if mu is not None and cap.over(mu, q):
+                self.excluded.add(i)
+                self.records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, noise=q, excluded=True,
+                                            reason=cap.reason(mu, q)))
+        limits = ", ".join(f"{cap.stepsize_for.get(rows[mb], cap.stepsize):.3g} (minibatch {rows[mb]})" for mb in sizes)
+        survivors = [i for i in range(len(candidates)) if i not in self.excluded]
+        if not survivors:
+            raise ValueError(
+                f"every candidate stepsize is above the stepsize check's cap: {self.name} at this curvature "
+                f"(λ_max = {cap.curvature:.3g}) with its minibatch noise takes stepsizes up to {limits}; give smaller "
+                f"stepsizes, or stepsizes=None"
+            )
+        if self.verbose and self.excluded:
+            print(f"tune_stepsize: {len(self.excluded)} of {len(candidates)} candidates excluded, above the cap "
+                  f"{limits} (sd within 10 % with the minibatch noise, sgmcmc.check_stepsize)", flush=True)
+        return survivors
+
+    def save_starting_states(self) -> None:
+        """The state every candidate begins from, one per minibatch size (the CV samplers share
+        the first one's mode search: same mode, same anchor)."""
+        self.workdir = tempfile.TemporaryDirectory(prefix="sgmcmc_tune_")
+        first = self.first
+        self.base = {}
+        for mb, sampler in self.built.items():
+            if sampler is not first:
+                if first.control_variate is not None:
+                    sampler.estimator.take_mode(first.estimator)
+                    sampler.set_anchor({k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
+                    sampler.init_aux()
+                    sampler.initialised = True
+                else:
+                    init_sess(sampler, False)
+            self.base[mb] = sampler.save(f"{self.workdir.name}/base_{id(sampler)}")
+
+    def run_round(self, rnd: int, n_rounds: int, survivors: list[int], budget: int, min_iters: int,
+                  ksd_samples: int, max_seconds: float | None) -> list[int] | None:
+        """One round of successive halving: every survivor runs its share of the budget on (from
+        where it stopped), scored by the KSD of its second half (first round) or its whole run;
+        returns the better half (None when every candidate was dropped)."""
+        candidates, rows, per_iter = self.candidates, self.rows, self.per_iter
         share = budget // n_rounds
         iters = {i: share // (len(survivors) * rows[candidates[i][1]] * per_iter) for i in survivors}
         if rnd == 0 and min(iters.values()) < min_iters:
@@ -553,89 +591,106 @@ def tune_stepsize(
             )
         scores = {}
         for i in survivors:
-            if max_seconds is not None and time.perf_counter() - t_start > max_seconds:
-                stopped = True
+            if max_seconds is not None and time.perf_counter() - self.t_start > max_seconds:
+                self.stopped = True
                 break
-            eps, mb = candidates[i]
-            sampler = built[mb]
-            t0 = time.perf_counter()
-            if i in saved:
-                sampler.restore(saved[i])
-            else:
-                sampler.restore(base[mb])
-                tunable.variable.assign(eps)
-                sampler.init_aux()  # momenta at this stepsize's scale
-            tunable.variable.assign(eps)
-            n = iters[i]
-            it0 = sampler.iteration
-            skip = n // 2 if rnd == 0 else 0
-            thin = max(1, math.ceil((n - skip) / ksd_samples))
-            diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, rows[mb]), ""
-            try:
-                out = sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
-                value = _standardised_ksd(out, exact_scores, scale)
-                saved[i] = sampler.save(f"{workdir.name}/cand_{i}")
-                after = cap.after_run(eps, sampler, rows[mb])
-                if after is not None:
-                    mu, q = after
-                    if cap.over(mu, q):  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
-                        excluded.add(i)
-                        reason = cap.reason(mu, q)
-            except DivergenceError:
-                value, diverged = math.inf, True
-            spent += n * rows[mb] * per_iter
-            total_iters[i] += n
-            scores[i] = value
-            records.append(_record(
-                i, eps, rows[mb], rnd, iterations=n, total_iterations=total_iters[i],
-                gradient_evaluations=n * rows[mb] * per_iter, ksd=value, diverged=diverged,
-                seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu, noise=q,
-                excluded=i in excluded, reason=reason,
-            ))
-        ranked = sorted((i for i in scores if i not in excluded), key=lambda i: (scores[i], i))
+            scores[i] = self._run_candidate(i, rnd, iters[i], ksd_samples)
+        ranked = sorted((i for i in scores if i not in self.excluded), key=lambda i: (scores[i], i))
         if not ranked:
-            break
-        choice = ranked[0]
-        survivors = ranked[: max(1, math.ceil(len(ranked) / 2))] if rnd < n_rounds - 1 and not stopped else ranked[:1]
-        for r in records:
+            return None
+        self.choice = choice = ranked[0]
+        survivors = ranked[: max(1, math.ceil(len(ranked) / 2))] if rnd < n_rounds - 1 and not self.stopped else ranked[:1]
+        for r in self.records:
             if r["round"] == rnd and r["candidate"] in survivors and not r["excluded"]:
                 r["kept"] = True
-        if verbose:
+        if self.verbose:
             print(
                 f"tune_stepsize round {rnd + 1}/{n_rounds}: {len(scores)} candidates x {iters[choice]} iterations"
                 f"{f' ({len(scores) - len(ranked)} over the cap)' if len(ranked) < len(scores) else ''}; "
                 f"best stepsize {candidates[choice][0]:.3g} (minibatch {rows[candidates[choice][1]]}) KSD {scores[choice]:.4g}; "
-                f"keeping {len(survivors)}; {time.perf_counter() - t_start:.1f} s",
+                f"keeping {len(survivors)}; {time.perf_counter() - self.t_start:.1f} s",
                 flush=True,
             )
-        if stopped or len(survivors) == 1:
-            break
-    steps = None
-    if choice is not None and not cap.preconditioned:
-        steps = {k: np.full(np.shape(v), candidates[choice][0]) for k, v in like.items()}
-    elif choice is not None and first.kernel.preconditioner_reached(first.kernel_state()) is not None:
-        chosen_sampler = built[candidates[choice][1]]  # pSGLD: E = εG at the chosen chain's preconditioner
-        chosen_sampler.restore(saved[choice])
-        reached = chosen_sampler.kernel.preconditioner_reached(chosen_sampler.kernel_state())
-        steps = {k: candidates[choice][0] * g for k, g in reached.items()}
-    workdir.cleanup()
-    table = pd.DataFrame.from_records(records)
-    if choice is None:
-        raise ValueError(
-            f"every candidate of {name} was over the stepsize check's cap (sd within 10 % with the minibatch noise) "
-            f"at the preconditioner its chain reached, or diverged:\n{table.to_string()}\ngive smaller stepsizes"
-        )
-    last = table.index[table["candidate"] == choice][-1]
-    table["chosen"] = table.index == last
-    eps, mb = candidates[choice]
-    table.attrs["choice"] = {"stepsize": eps, "minibatch_size": rows[mb]}
-    table.attrs["budget"] = budget
-    table.attrs["gradient_evaluations"] = spent
-    table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
-                          "stepsize": None if cap.preconditioned else cap.stepsize_for.get(rows[mb], cap.stepsize)}
-    if steps is not None:  # HAMCMC's L-BFGS scaling is not modelled here
-        table.attrs["mixing"] = _warn_if_slow(name, cap.preconditioned, hess, like, eps, steps, n_iters, first.kernel.moves_per_iteration)
-    return eps, table
+        return survivors
+
+    def _run_candidate(self, i: int, rnd: int, n: int, ksd_samples: int) -> float:
+        """Candidate ``i`` runs ``n`` more iterations from its saved state (or the starting one);
+        returns its KSD (inf if it diverged) and records the run."""
+        eps, mb = self.candidates[i]
+        rows, cap = self.rows, self.cap
+        sampler = self.built[mb]
+        t0 = time.perf_counter()
+        if i in self.saved:
+            sampler.restore(self.saved[i])
+        else:
+            sampler.restore(self.base[mb])
+            self.tunable.variable.assign(eps)
+            sampler.init_aux()  # momenta at this stepsize's scale
+        self.tunable.variable.assign(eps)
+        it0 = sampler.iteration
+        skip = n // 2 if rnd == 0 else 0
+        thin = max(1, math.ceil((n - skip) / ksd_samples))
+        diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, rows[mb]), ""
+        try:
+            out = sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
+            value = _standardised_ksd(out, self.exact_scores, self.scale)
+            self.saved[i] = sampler.save(f"{self.workdir.name}/cand_{i}")
+            after = cap.after_run(eps, sampler, rows[mb])
+            if after is not None:
+                mu, q = after
+                if cap.over(mu, q):  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
+                    self.excluded.add(i)
+                    reason = cap.reason(mu, q)
+        except DivergenceError:
+            value, diverged = math.inf, True
+        self.spent += n * rows[mb] * self.per_iter
+        self.total_iters[i] += n
+        self.records.append(_record(
+            i, eps, rows[mb], rnd, iterations=n, total_iterations=self.total_iters[i],
+            gradient_evaluations=n * rows[mb] * self.per_iter, ksd=value, diverged=diverged,
+            seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu, noise=q,
+            excluded=i in self.excluded, reason=reason,
+        ))
+        return value
+
+    def _chosen_steps(self) -> dict[str, np.ndarray] | None:
+        """E, the chosen candidate's per-coordinate stepsize (pSGLD: εG at the chosen chain's
+        preconditioner); None where not modelled (HAMCMC's L-BFGS scaling)."""
+        if self.choice is None:
+            return None
+        eps, mb = self.candidates[self.choice]
+        if not self.cap.preconditioned:
+            return {k: np.full(np.shape(v), eps) for k, v in self.like.items()}
+        chosen = self.built[mb]
+        if chosen.kernel.preconditioner_reached(chosen.kernel_state()) is None:
+            return None
+        chosen.restore(self.saved[self.choice])
+        return {k: eps * g for k, g in chosen.kernel.preconditioner_reached(chosen.kernel_state()).items()}
+
+    def finish(self, budget: int, n_iters: int) -> tuple[float, pd.DataFrame]:
+        """The chosen stepsize and the table of every run (module docstring), with the mixing
+        warning for ``n_iters`` iterations at the choice."""
+        steps = self._chosen_steps()
+        self.workdir.cleanup()
+        table = pd.DataFrame.from_records(self.records)
+        choice, cap, rows = self.choice, self.cap, self.rows
+        if choice is None:
+            raise ValueError(
+                f"every candidate of {self.name} was over the stepsize check's cap (sd within 10 % with the minibatch noise) "
+                f"at the preconditioner its chain reached, or diverged:\n{table.to_string()}\ngive smaller stepsizes"
+            )
+        last = table.index[table["candidate"] == choice][-1]
+        table["chosen"] = table.index == last
+        eps, mb = self.candidates[choice]
+        table.attrs["choice"] = {"stepsize": eps, "minibatch_size": rows[mb]}
+        table.attrs["budget"] = budget
+        table.attrs["gradient_evaluations"] = self.spent
+        table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
+                              "stepsize": None if cap.preconditioned else cap.stepsize_for.get(rows[mb], cap.stepsize)}
+        if steps is not None:  # HAMCMC's L-BFGS scaling is not modelled here
+            table.attrs["mixing"] = _warn_if_slow(self.name, cap.preconditioned, self.hess, self.like, eps, steps, n_iters,
+                                                  self.first.kernel.moves_per_iteration)
+        return eps, table
 
 
 def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[int], seed: int) -> dict[int, Callable]:
