@@ -224,15 +224,15 @@ def build_sampler(
     # measured); not with rows sharded (the loop's collective ops run in graph mode); not when
     # the step reads all rows (SVRG's refresh) from entries TensorFlow cannot read in place
     # (memmaps, h5py, unaligned arrays: read by a host callback, which XLA cannot compile).
-    in_place = Rows(data, tf.as_dtype(dtype).as_numpy_dtype).shared_in_place
+    rows = Rows(data, tf.as_dtype(dtype).as_numpy_dtype)
     xla = (
         method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
-        and (in_place or not estimator.reads_all_rows)
+        and (rows.shared_in_place or not estimator.reads_all_rows)
     )
     return Sampler(
         method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
         starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
         make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
         xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
-        stepsize_check=model.check_stepsize,
+        stepsize_check=model.check_stepsize, rows=rows,
     )

@@ -190,6 +190,7 @@ class Sampler:
         shard: RowShard | None = None,
         mode_start: dict[str, np.ndarray] | None = None,
         stepsize_check: bool = True,
+        rows: Rows | None = None,
     ):
         """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
         in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
@@ -203,7 +204,8 @@ class Sampler:
         ``batch_size`` its n_w; every gradient evaluation is all-reduced). ``mode_start``: where
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
         another replica's share). ``stepsize_check``: check the stepsize against the curvature
-        before sampling (:mod:`sgmcmc.stability.check`)."""
+        before sampling (:mod:`sgmcmc.stability.check`). ``rows``: ``dataset`` as
+        :class:`~sgmcmc.data.rows.Rows` in ``dtype`` when the caller has made it (else made here)."""
         self.method = method
         #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.stability.check`).
         self.stepsize_check = bool(stepsize_check)
@@ -234,7 +236,7 @@ class Sampler:
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
         # The rows are read where they are (sgmcmc.data.rows): the estimators get the entries, and the
         # minibatches reach the compiled loop as blocks gathered ahead (sgmcmc.data.pipeline).
-        self.rows = Rows(dataset, dtype.as_numpy_dtype)
+        self.rows = Rows(dataset, dtype.as_numpy_dtype) if rows is None else rows
         per_iteration = int(getattr(kernel, "minibatches_per_iteration", 1))
         self._minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
         self._feeds: dict = {}
@@ -256,7 +258,7 @@ class Sampler:
             self.one_chain_estimator = (
                 self._plain
                 if self.n_chains == 1
-                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce)
+                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce, rows=self.rows)
             )
             self.estimator = ControlVariateGradient(self._plain, self._mode_start)
         self._aux: dict | None = None

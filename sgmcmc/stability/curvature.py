@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..errors import StepsizeWarning
-from ..step.methods import METHODS
+from ..step.methods import METHODS, Method
 from ..graph_options import own_function
 from ..step.dynamics.base import Dynamics
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
@@ -186,7 +186,7 @@ def stability_model(method: str | type[Dynamics]) -> type[Dynamics]:
     sampler's name, ``_setup`` and CV twins included)."""
     if isinstance(method, type):
         return method
-    row = METHODS.get(str(method).removesuffix("_setup"))
+    row = _row(method)
     if row is None or row.dynamics.stepsize_stability is None:
         raise ValueError(f"no distortion formula for {method!r}: use one of {DYNAMICS}")
     return row.dynamics
@@ -495,17 +495,21 @@ def _warn(result: StepsizeCheck, who: str, stacklevel: int, slack: float = 0.0) 
         warnings.warn(" ".join(parts), StepsizeWarning, stacklevel=stacklevel + 1)
 
 
+def _row(method: Any) -> Method | None:
+    """The method table's row of ``method`` (a name or a sampler function, ``_setup`` included)."""
+    name = method if isinstance(method, str) else getattr(method, "__name__", repr(method))
+    return METHODS.get(name.removesuffix("_setup"))
+
+
 def _is_control_variate(method: Any) -> bool:
     """Whether ``method`` (a name or a sampler function) is one of the R package's CV samplers."""
-    name = method if isinstance(method, str) else getattr(method, "__name__", repr(method))
-    row = METHODS.get(name.removesuffix("_setup"))
+    row = _row(method)
     return bool(row is not None and row.control_variate)
 
 
 def _dynamics(method: Any) -> str:
     """The stability model of a sampler (a name or its function): its dynamics' trait."""
-    name = method if isinstance(method, str) else getattr(method, "__name__", repr(method))
-    row = METHODS.get(name.removesuffix("_setup"))
+    row = _row(method)
     stability = None if row is None or row.dynamics.preconditioned else row.dynamics.stepsize_stability
     if stability is None:
         raise ValueError(f"check_stepsize knows the dynamics {DYNAMICS} (and their CV versions), got {method!r}")
