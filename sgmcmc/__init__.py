@@ -31,6 +31,7 @@ from .run.sampler import Sampler
 from .api import samplers as _samplers
 from .api.samplers import *  # noqa: F403 -- the public pair of every row of the method table
 from .api.runs import sample_chain
+from .api.reuse import clear_compiled_cache
 from .step.estimators import SAGA, SVRG, ControlVariate, Plain
 from .analysis.samples import Samples
 from .api.session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
@@ -57,6 +58,7 @@ __all__ = [
     "MixingWarning",
     "CompilationWarning",
     "check_stepsize",
+    "clear_compiled_cache",
     "full_gradients",
     "get_dataset",
     "ksd",

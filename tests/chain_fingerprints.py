@@ -57,23 +57,28 @@ def cases():
             yield name, estimator, args
 
 
+def sample(name: str, estimator: str, args: dict, model: tuple, seed: int = 11):
+    """One case's run (raises what the dynamics raises for a pairing it refuses)."""
+    dataset, log_lik, log_prior = model
+    kw = dict(args)
+    if not name.endswith("cv"):
+        kw["estimator"] = estimator
+        if estimator == "cv":
+            kw["opt_stepsize"] = 1e-3
+    else:
+        kw["opt_stepsize"] = 1e-3
+    return getattr(sgmcmc, name)(
+        log_lik, dataset, {"b": np.zeros(D), "c": np.float64(0.0)}, log_prior=log_prior, minibatch_size=10,
+        n_iters=N_ITERS, seed=seed, n_chains=2, dtype="float64", verbose=False, check_stepsize=False, **kw,
+    )
+
+
 def run_all() -> dict[str, np.ndarray]:
-    dataset, log_lik, log_prior = regression()
-    start = {"b": np.zeros(D), "c": np.float64(0.0)}
+    model = regression()
     out = {}
     for name, estimator, args in cases():
-        kw = dict(args)
-        if not name.endswith("cv"):
-            kw["estimator"] = estimator
-            if estimator == "cv":
-                kw["opt_stepsize"] = 1e-3
-        else:
-            kw["opt_stepsize"] = 1e-3
         try:
-            samples = getattr(sgmcmc, name)(
-                log_lik, dataset, start, log_prior=log_prior, minibatch_size=10, n_iters=N_ITERS, seed=11,
-                n_chains=2, dtype="float64", verbose=False, check_stepsize=False, **kw,
-            )
+            samples = sample(name, estimator, args, model)
         except (ValueError, TypeError) as err:  # a pairing the dynamics refuses
             out[f"{name}|{estimator}|refused"] = np.array(str(type(err).__name__))
             continue

@@ -8,9 +8,11 @@ data or the model, in one pass, before anything is compiled.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import secrets
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -26,6 +28,7 @@ from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
 from ..run.sampler import ControlVariateSettings, Sampler
 from ..step.methods import Method
+from . import reuse
 from .options import Model, Setup
 
 
@@ -152,7 +155,56 @@ def build_sampler(
     replica: int | None = None,
     place: Placement | None = None,
 ) -> Sampler:
-    """Check everything and make the sampler (nothing is compiled here).
+    """Check everything and make the sampler (nothing is compiled here); the arguments as for
+    :func:`_checked_construction`."""
+    return _checked_construction(method, arguments, model, setup, estimator, replica=replica, place=place).build()
+
+
+@contextlib.contextmanager
+def whole_chain_sampler(
+    method: Method,
+    arguments: dict[str, Any],
+    model: Model,
+    setup: Setup,
+    estimator: EstimatorSpec,
+    place: Placement,
+) -> Iterator[Sampler]:
+    """The sampler of one whole-chain run on one device, after every check: a kept sampler of
+    an earlier call with the same model, shapes and settings started again, or a new one, kept
+    after the run for the next (:mod:`sgmcmc.api.reuse`)."""
+    construction = _checked_construction(method, arguments, model, setup, estimator, place=place)
+    with reuse.reused_or_new(construction.key, construction.build, construction.start_again) as sampler:
+        yield sampler
+
+
+@dataclasses.dataclass
+class _Construction:
+    """A checked set-up: the :class:`Sampler`'s arguments, what a kept sampler needs to start
+    again as this one, and the reuse key (None: never reused)."""
+
+    args: tuple
+    kwargs: dict
+    again: dict
+    key: Any = None
+
+    def build(self) -> Sampler:
+        return Sampler(*self.args, **self.kwargs)
+
+    def start_again(self, sampler: Sampler) -> None:
+        sampler.start_again(**self.again)
+
+
+def _checked_construction(
+    method: Method,
+    arguments: dict[str, Any],
+    model: Model,
+    setup: Setup,
+    estimator: EstimatorSpec,
+    *,
+    replica: int | None = None,
+    place: Placement | None = None,
+) -> _Construction:
+    """Check everything that needs the data or the model, and what makes the sampler.
 
     Parameters
     ----------
@@ -229,10 +281,27 @@ def build_sampler(
         method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
         and (rows.shared_in_place or not estimator.reads_all_rows)
     )
-    return Sampler(
-        method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv,
-        starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
-        make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
-        xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
-        stepsize_check=model.check_stepsize, rows=rows,
+    construction = _Construction(
+        (method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv),
+        dict(
+            starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
+            make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
+            xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
+            stepsize_check=model.check_stepsize, rows=rows,
+        ),
+        dict(
+            starts=starts, seed=seed, starts_given_per_chain=per_chain, mode_start=all_starts[0],
+            stepsize_check=model.check_stepsize, verbose=setup.verbose,
+        ),
     )
+    if not place.distributed and replica is None:
+        construction.key = (
+            method.name, reuse.snapshot(kernel), reuse.snapshot(arguments), reuse.snapshot(settings),
+            reuse.callable_record(model.log_lik), reuse.callable_record(model.log_prior),
+            reuse.callable_record(model.counts), reuse.snapshot(model.constraints),
+            tuple((name, reuse.entry_record(entry)) for name, entry in data.items()),
+            {k: v.shape for k, v in starts[0].items()}, len(starts), per_chain, chain_ids, n, dtype.name,
+            None if cv is None else (reuse.snapshot(cv.opt_stepsize), cv.n_iters_opt),
+            reuse.snapshot(estimator), setup.minibatch_replace, xla, model.check_model,
+        )
+    return construction

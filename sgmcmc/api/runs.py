@@ -25,7 +25,7 @@ from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
 from ..analysis.samples import Samples, concatenate_draws
 from .session import init_sess
-from .build import build_sampler, placement_of, shared_seed
+from .build import build_sampler, placement_of, shared_seed, whole_chain_sampler
 from ..step.methods import Method
 from .options import Chain, Model, Setup
 
@@ -138,7 +138,8 @@ def run_whole_chain(
             place, lambda j: build_sampler(method, arguments, model, setup, estimator, replica=j, place=place)
         )
         return run_on_replicas(place, samplers, lambda j, sampler, verbose: run(sampler, verbose), chain.verbose)
-    return run(build_sampler(method, arguments, model, setup, estimator, place=place), chain.verbose)
+    with whole_chain_sampler(method, arguments, model, setup, estimator, place) as sampler:
+        return run(sampler, chain.verbose)
 
 
 def run_segments(sampler: Sampler, plan: list[Segment], chain: Chain, verbose: bool) -> Samples:

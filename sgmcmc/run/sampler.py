@@ -34,6 +34,7 @@ indices where graph mode raises.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import warnings
@@ -280,18 +281,45 @@ class Sampler:
         self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, self.dtype, 1)
 
     def _adopt_seed(self, seed: int) -> None:
-        """Continue the streams of ``seed`` (a restored state's): every draw is a function of the
-        seed and the iteration, so the compiled functions, which hold the old seed's keys as
-        constants, and the minibatch feeds are made again on their next use."""
+        """Continue the streams of ``seed`` (a restored state's, or a reused sampler's new one):
+        every draw is a function of the seed and the iteration. The compiled functions read the
+        noise streams' keys from variables when they run, so they stay; the minibatch feeds,
+        which draw on the host, are made again on their next use."""
         if seed == self.seed:
             return
         self.seed = int(seed)
-        self._make_random_streams()
+        for rng in (self.rng, self._storage_rng, self._opt_rng):
+            rng.reseed(self.seed)
         for feed in self._feeds.values():
             feed.close()
         self._feeds.clear()
-        self._functions.clear()
-        self._compiled_step = self._step_function = self._run_opt_chunk = self._estimate_for_storage = None
+
+    def start_again(
+        self,
+        starts: list[dict[str, np.ndarray]],
+        seed: int | None,
+        *,
+        starts_given_per_chain: bool,
+        mode_start: dict[str, np.ndarray] | None,
+        stepsize_check: bool,
+        verbose: bool,
+    ) -> None:
+        """Become the sampler a new set-up with these starts and seed would make, keeping the
+        compiled functions: the whole-chain call that reuses this sampler (:mod:`sgmcmc.api.reuse`,
+        same model, shapes and settings) then prepares it with :func:`~sgmcmc.init_sess`, which
+        resets every state variable from the starts. Nothing compiled holds a start or the seed."""
+        shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
+        if shapes != self.shapes or len(starts) != self.n_chains:
+            raise ValueError(f"start_again needs {self.n_chains} starts of shapes {self.shapes}, got {len(starts)} of {shapes}")
+        self._starts = starts
+        self._mode_start = starts[0] if mode_start is None else mode_start
+        self._starts_given_per_chain = bool(starts_given_per_chain)
+        if self.control_variate is not None:
+            self.estimator.mode_start = self._mode_start
+            self.control_variate = dataclasses.replace(self.control_variate, verbose=verbose)
+        self.stepsize_check = bool(stepsize_check)
+        self._adopt_seed(int(seed) if seed is not None else secrets.randbits(63))
+        self.initialised = False
 
     @property
     def jit_compile(self) -> bool:

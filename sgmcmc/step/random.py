@@ -46,10 +46,19 @@ class ChainRandom:
     def __init__(self, seed: int, stream: int, dtype: tf.DType, n_chains: int, chains=None):
         self.dtype = dtype
         self.chains = list(range(n_chains)) if chains is None else [int(c) for c in chains]
-        key = philox_key(seed, stream, 0) >> 64  # the half that depends on the stream
-        self._key = tf.constant([key], tf.uint64)
+        self.stream = int(stream)
+        # A variable, not a constant: a compiled program reads the key when it runs, so a new seed
+        # (reseed: a restore, or a reused sampler, api/reuse.py) needs no new trace.
+        self._key = tf.Variable(self._key_of(seed), trainable=False, name="philox_key")
         self._t = None
         self._calls = 0
+
+    def _key_of(self, seed: int) -> tf.Tensor:
+        return tf.constant([philox_key(seed, self.stream, 0) >> 64], tf.uint64)  # the half that depends on the stream
+
+    def reseed(self, seed: int) -> None:
+        """Draw the streams of ``seed`` from now on (the compiled programs read the key when they run)."""
+        self._key.assign(self._key_of(seed))
 
     def begin(self, t: tf.Tensor) -> None:
         """Start iteration ``t`` (traced)."""
@@ -81,7 +90,7 @@ class ChainRandom:
         """Standard normal noise shaped like each ``[K, …]`` tensor of ``like`` (one draw per chain)."""
         sizes = [int(v.shape[1:].num_elements()) for v in like.values()]
         flat = self._per_chain(
-            lambda c: tf.raw_ops.StatelessRandomNormalV2(shape=[sum(sizes)], key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype),
+            lambda c: tf.raw_ops.StatelessRandomNormalV2(shape=[sum(sizes)], key=self._key.read_value(), counter=c, alg=_PHILOX, dtype=self.dtype),
             self.dtype,
         )
         parts = tf.split(flat, sizes, axis=1)
@@ -90,7 +99,7 @@ class ChainRandom:
     def uniform(self, shape: list[int], minval: float, maxval: float) -> tf.Tensor:
         """``[K, *shape]`` uniform on ``[minval, maxval)`` in the model dtype."""
         u = self._per_chain(
-            lambda c: tf.raw_ops.StatelessRandomUniformV2(shape=shape, key=self._key, counter=c, alg=_PHILOX, dtype=self.dtype),
+            lambda c: tf.raw_ops.StatelessRandomUniformV2(shape=shape, key=self._key.read_value(), counter=c, alg=_PHILOX, dtype=self.dtype),
             self.dtype,
         )
         return minval + (maxval - minval) * u
@@ -106,4 +115,4 @@ class ChainRandom:
         return self._per_chain(self._seed_draw, tf.int64)
 
     def _seed_draw(self, counter: tf.Tensor) -> tf.Tensor:
-        return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=[2], key=self._key, counter=counter, alg=_PHILOX, dtype=tf.int64)
+        return tf.raw_ops.StatelessRandomUniformFullIntV2(shape=[2], key=self._key.read_value(), counter=counter, alg=_PHILOX, dtype=tf.int64)
