@@ -35,6 +35,7 @@ LAYERS = [
     "datasets",
     "constraints",
     "schedules",
+    "programs",
     "graph_options",
     "_quiet",
     "errors",

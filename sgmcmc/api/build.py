@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .. import checks
+from .. import checks, programs
 from ..constraints import Constrained, check_constraints
 from ..data.rows import Rows
 from ..distribute.collective import Collective, unreached_worker
@@ -296,12 +296,12 @@ def _checked_construction(
     )
     if not place.distributed and replica is None:
         construction.key = (
-            method.name, reuse.snapshot(kernel), reuse.snapshot(arguments), reuse.snapshot(settings),
-            reuse.callable_record(model.log_lik), reuse.callable_record(model.log_prior),
-            reuse.callable_record(model.counts), reuse.snapshot(model.constraints),
-            tuple((name, reuse.entry_record(entry)) for name, entry in data.items()),
+            method.name, programs.snapshot(kernel), programs.snapshot(arguments), programs.snapshot(settings),
+            programs.callable_record(model.log_lik), programs.callable_record(model.log_prior),
+            programs.callable_record(model.counts), programs.snapshot(model.constraints),
+            tuple((name, programs.entry_record(entry)) for name, entry in data.items()),
             {k: v.shape for k, v in starts[0].items()}, len(starts), per_chain, chain_ids, n, dtype.name,
-            None if cv is None else (reuse.snapshot(cv.opt_stepsize), cv.n_iters_opt),
-            reuse.snapshot(estimator), setup.minibatch_replace, xla, model.check_model,
+            None if cv is None else (programs.snapshot(cv.opt_stepsize), cv.n_iters_opt),
+            programs.snapshot(estimator), setup.minibatch_replace, xla, model.check_model,
         )
     return construction

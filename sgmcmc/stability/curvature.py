@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -52,6 +53,7 @@ import tensorflow as tf
 from ..errors import StepsizeWarning
 from ..step.methods import METHODS, Method
 from ..graph_options import own_function
+from ..programs import model_program
 from ..step.dynamics.base import Dynamics
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
@@ -73,6 +75,13 @@ def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor]) ->
         dot = tf.add_n([tf.reduce_sum(grads[k] * v[k]) for k in params])
     hv = outer.gradient(dot, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {k: tf.convert_to_tensor(g) for k, g in hv.items()}  # a gather's gradient is IndexedSlices
+
+
+def _hvp_programs(log_lik: Callable, log_prior: Callable | None) -> tuple[Any, Any]:
+    """The compiled Hessian-vector products of ``log_lik`` on a batch and of ``log_prior``."""
+    lik = own_function(lambda p, v, batch: _hvp(lambda q: log_lik(q, batch), p, v), reduce_retracing=True)
+    prior = None if log_prior is None else own_function(lambda p, v: _hvp(log_prior, p, v), reduce_retracing=True)
+    return lik, prior
 
 
 class NegativeHessian:
@@ -100,16 +109,12 @@ class NegativeHessian:
         self.rows, self.scale = (estimator.dataset if rows is None else rows), float(scale)
         self.params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         self.dtype = next(iter(self.params.values())).dtype
-        # compiled once per estimator, shared by every operator made on it (the mode search's
-        # stages, its end check, the stepsize check): tracing a double tape costs ~0.3 s
-        compiled = getattr(estimator, "_compiled_hvp", None)
-        if compiled is None:
-            lik = own_function(lambda p, v, batch: _hvp(lambda q: estimator.log_lik(q, batch), p, v), reduce_retracing=True)
-            prior = None
-            if estimator.log_prior is not None:
-                prior = own_function(lambda p, v: _hvp(estimator.log_prior, p, v), reduce_retracing=True)
-            compiled = estimator._compiled_hvp = (lik, prior)
-        self._lik, self._prior = compiled
+        # compiled once per model, shared by every operator made on it (the mode search's
+        # stages, its end check, the stepsize check, other samplers of the model): tracing a
+        # double tape costs ~0.3 s (a network's: seconds)
+        self._lik, self._prior = model_program(
+            "negative_hessian", estimator.log_lik, estimator.log_prior, partial(_hvp_programs, estimator.log_lik, estimator.log_prior)
+        )
         self.calls = 0
 
     def __call__(self, v: Arrays) -> Arrays:

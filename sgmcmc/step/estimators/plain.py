@@ -8,12 +8,14 @@ S a fresh uniform n-subset per chain and per call. Also the batched full-data gr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from ...graph_options import own_function
+from ...programs import model_program
 from ...data.rows import Rows, as_tensor
 from ..contract import Estimate, Minibatch, Params, map_over_chains
 from .spec import EstimatorSpec
@@ -62,6 +64,20 @@ def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tenso
         return value_and_grad(lambda p: log_lik(p, {k: v[None] for k, v in row.items()}), params)[1]
 
     return tf.vectorized_map(one_row, batch, fallback_to_while_loop=True, warn=False)
+
+
+def _gradient_program(log_lik: LogLik):
+    """The compiled gradient of ``log_lik`` on a block of rows."""
+    return own_function(lambda params, batch: value_and_grad(lambda p: log_lik(p, batch), params)[1], reduce_retracing=True)
+
+
+def _value_gradient_program(log_lik: LogLik):
+    """The compiled value and gradient of ``log_lik`` on a block of rows (the value under ``_VALUE``)."""
+    def value_grad(params, batch):
+        value, grads = value_and_grad(lambda p: log_lik(p, batch), params)
+        return {**grads, _VALUE: value}
+
+    return own_function(value_grad, reduce_retracing=True)
 
 
 class MinibatchGradient:
@@ -185,8 +201,8 @@ class MinibatchGradient:
         are (memory bounded whatever N, data on disk included), each one compiled call, summed
         in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
         estimator."""
-        if self._block_gradient is None:
-            self._block_gradient = own_function(self._lik_grad, reduce_retracing=True)
+        if self._block_gradient is None:  # one program per model (sgmcmc.programs)
+            self._block_gradient = model_program("block_gradient", self.log_lik, None, partial(_gradient_program, self.log_lik))
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = self._stream_sum(self._block_gradient, params, progress)
         if self.log_prior is not None:
@@ -198,11 +214,9 @@ class MinibatchGradient:
         r"""One chain: :math:`\log p(\theta|x)` (up to its normalising constant) and its gradient
         over all N rows, streamed as :meth:`full_data_gradient` (one pass)."""
         if self._block_value_gradient is None:
-            def value_grad(p, batch):
-                value, grads = value_and_grad(lambda q: self.log_lik(q, batch), p)
-                return {**grads, _VALUE: value}
-
-            self._block_value_gradient = own_function(value_grad, reduce_retracing=True)
+            self._block_value_gradient = model_program(
+                "block_value_gradient", self.log_lik, None, partial(_value_gradient_program, self.log_lik)
+            )
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
         total = self._stream_sum(self._block_value_gradient, params, progress)
         value = float(total.pop(_VALUE))
@@ -275,7 +289,7 @@ class MinibatchGradient:
 
         def batch_grad(start, rows: int) -> Params:
             batch = self._row_block(start, rows)
-            return map_over_chains(lambda p: self._lik_grad(p, batch), params, self.n_chains)
+            return map_over_chains(lambda p: value_and_grad(lambda q: self.log_lik(q, batch), p)[1], params, self.n_chains)
 
         def body(i, total):
             g = batch_grad(i * size, size)
@@ -293,9 +307,6 @@ class MinibatchGradient:
             prior = map_over_chains(lambda p: value_and_grad(self.log_prior, p)[1], params, self.n_chains)
             total = {k: total[k] + prior[k] for k in total}
         return total
-
-    def _lik_grad(self, params: Params, batch: dict[str, tf.Tensor]) -> Params:
-        return value_and_grad(lambda p: self.log_lik(p, batch), params)[1]
 
     def estimate_and_rows(self, params: Params, minibatch: Minibatch) -> tuple[Estimate, Params]:
         """The estimate on a minibatch per chain and that minibatch's per-row log-likelihood
