@@ -2,12 +2,14 @@
 
 Fails when ``sgmcmc/api/samplers.py`` differs from what the table and the dynamics classes give
 (checked: changing one word of ``SGHMC.public.setup_doc`` without regenerating fails it), and
-checks that every row has its pair with the dynamics' hyperparameters and defaults.
+checks that every row has its pair with the dynamics' hyperparameters and defaults, and that
+every docstring has the numpy-style sections (OSGLD's whole-chain one once had none).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 
 import sgmcmc
 from sgmcmc.api import generate
@@ -30,3 +32,15 @@ def test_every_row_has_its_pair_with_its_hyperparameters_and_defaults():
                     assert parameters[h].default == method.dynamics.defaults[h], (public.__name__, h)
             assert public.__doc__, public.__name__
             assert public.__name__ in sgmcmc.__all__
+
+
+def test_every_docstring_has_the_numpy_sections_and_its_run_options():
+    for name, method in METHODS.items():
+        for public in (getattr(sgmcmc, name), getattr(sgmcmc, f"{name}_setup")):
+            assert "\n    Parameters\n    ----------\n    " in public.__doc__, public.__name__
+            assert re.search(r"^    params : ", public.__doc__, re.M), public.__name__
+        whole = getattr(sgmcmc, name).__doc__
+        assert "\n    Returns\n    -------\n    Samples\n" in whole, name
+        for option in method.dynamics.public.run_options:  # one entry each, in the chain options
+            assert len(re.findall(rf"^    {option} : ", whole, re.M)) == 1, (name, option)
+            assert whole.index(f"\n    {option} : ") < whole.index("\n    Returns\n"), (name, option)

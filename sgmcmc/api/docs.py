@@ -19,8 +19,7 @@ _MINIBATCH_SEED_DTYPE = """    minibatch_size : float or int
         ``tf.float32`` (default) or ``tf.float64``.
 """
 
-SETUP_PARAMETERS = (
-    """
+_MODEL_PARAMETERS = """
     Parameters
     ----------
     log_lik : callable
@@ -32,9 +31,14 @@ SETUP_PARAMETERS = (
     params : dict or list of dicts
         Name -> starting value (scalar or array); its shape is the parameter's. A list of
         ``n_chains`` dicts starts chain k at dict k.
-    stepsize : float or dict
+"""
+
+_STEPSIZE = """    stepsize : float or dict
         ε: one number for all parameters, or a dict with exactly the names of ``params``.
-    log_prior : callable, optional
+"""
+
+_PRIOR_AND_SETUP = (
+    """    log_prior : callable, optional
         ``log_prior(params)``, a scalar tensor; None is a flat prior.
 """
     + _MINIBATCH_SEED_DTYPE
@@ -66,6 +70,10 @@ SETUP_PARAMETERS = (
         keeps the estimate unbiased.
 """
 )
+
+SETUP_PARAMETERS = _MODEL_PARAMETERS + _STEPSIZE + _PRIOR_AND_SETUP
+#: The same for a dynamics without a stepsize (OSGLD); its own parameters follow.
+SETUP_PARAMETERS_NO_STEPSIZE = _MODEL_PARAMETERS + _PRIOR_AND_SETUP
 
 ESTIMATOR_OPTIONS = r"""
     Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.step.estimators`)
@@ -117,7 +125,10 @@ CHAIN_OPTIONS = """
         machines it must be a directory every worker sees (a shared filesystem; checked).
     checkpoint_every : int, keyword-only
         Iterations between checkpoints.
+"""
 
+#: After :data:`CHAIN_OPTIONS` and the dynamics' own run options.
+CHAIN_RETURNS = """
     With ``constraints`` the draws are constrained, ``Samples.unconstrained`` holds the chain's
     values and ``settings["constraints"]`` the bijectors.
 

@@ -42,9 +42,11 @@ from ..step.methods import METHODS
 from .build import build_sampler
 from .docs import (
     CHAIN_OPTIONS,
+    CHAIN_RETURNS,
     DISTRIBUTE_OPTIONS,
     ESTIMATOR_OPTIONS,
     SETUP_PARAMETERS,
+    SETUP_PARAMETERS_NO_STEPSIZE,
     SIMPLEX_CHAIN,
     SIMPLEX_PARAMETERS,
     shared_sections,
@@ -149,21 +151,23 @@ def _sections(method: Method, whole: bool) -> str:
     kind = _kind(method)
     if kind == "simplex":
         sections = ["SIMPLEX_PARAMETERS"] + (["SIMPLEX_CHAIN"] if whole else [])
-    elif not method.dynamics.public.shared_parameters:
-        sections = []
     else:
         public = method.dynamics.public
         record = f"{method.dynamics.__name__}.public"
         notes, parameters = (public.run_notes, public.run_parameter_docs) if whole else (
             public.setup_notes, public.setup_parameter_docs)
         sections = [f"{record}.{'run' if whole else 'setup'}_notes"] if notes else []
-        sections.append("SETUP_PARAMETERS")
+        stepsize = "stepsize" in method.dynamics.hyperparameters
+        sections.append("SETUP_PARAMETERS" if stepsize else "SETUP_PARAMETERS_NO_STEPSIZE")
         if parameters:
             sections.append(f"{record}.{'run' if whole else 'setup'}_parameter_docs")
         if kind == "gradient" and _all_estimators(method):
             sections.append("ESTIMATOR_OPTIONS")
         if whole:
             sections.append("CHAIN_OPTIONS")
+            if public.run_option_docs:
+                sections.append(f"{record}.run_option_docs")
+            sections.append("CHAIN_RETURNS")
     return f"@shared_sections({', '.join(sections + ['DISTRIBUTE_OPTIONS'])})\n"
 
 
@@ -218,7 +222,10 @@ def _body(method: Method, whole: bool) -> str:
 
 def _references_record(method: Method) -> bool:
     public = method.dynamics.public
-    return bool(public.setup_notes or public.run_notes or public.setup_parameter_docs or public.run_parameter_docs)
+    return bool(
+        public.setup_notes or public.run_notes or public.setup_parameter_docs or public.run_parameter_docs
+        or public.run_option_docs
+    )
 
 
 def render() -> str:

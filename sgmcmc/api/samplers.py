@@ -19,9 +19,11 @@ from ..step.methods import METHODS
 from .build import build_sampler
 from .docs import (
     CHAIN_OPTIONS,
+    CHAIN_RETURNS,
     DISTRIBUTE_OPTIONS,
     ESTIMATOR_OPTIONS,
     SETUP_PARAMETERS,
+    SETUP_PARAMETERS_NO_STEPSIZE,
     SIMPLEX_CHAIN,
     SIMPLEX_PARAMETERS,
     shared_sections,
@@ -66,7 +68,7 @@ def sgld_setup(
     return build_sampler(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -150,7 +152,7 @@ def sghmc_setup(
     return build_sampler(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -234,7 +236,7 @@ def sgnht_setup(
     return build_sampler(METHODS["sgnht"], dict(stepsize=stepsize, a=a), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgnht(
     log_lik: LogLik,
     dataset: Dataset,
@@ -315,7 +317,7 @@ def sgldcv_setup(
     return build_sampler(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgldcv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -386,7 +388,7 @@ def sghmccv_setup(
     return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmccv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -458,7 +460,7 @@ def sgnhtcv_setup(
     return build_sampler(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgnhtcv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -540,7 +542,7 @@ def psgld_setup(
     return build_sampler(METHODS["psgld"], dict(stepsize=stepsize, beta=beta, lam=lam), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def psgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -653,7 +655,7 @@ def hamcmc_setup(
     return build_sampler(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def hamcmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -699,7 +701,7 @@ def hamcmc(
     return run_whole_chain(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS_NO_STEPSIZE, OSGLD.public.setup_parameter_docs, DISTRIBUTE_OPTIONS)
 def osgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -743,28 +745,15 @@ def osgld_setup(
     ``minibatch_replace=True``); the running average of C
     described above (the paper: a cumulative average); the first iterations only estimate C (θ
     does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
-    ``c`` may be 1 (the paper: c < 1).
+    ``c`` may be 1 (the paper: c < 1). A minibatch needs at least 2 rows (C is a covariance over
+    the minibatch), and only the plain minibatch estimator is supported (the noise correction
+    assumes plain minibatch noise).
 
     Dense d × d matrices for d ≤ 100 (three eigendecompositions per iteration, ~1.5 ms at d = 100);
     above that the diagonal form: C and G are replaced by their diagonals (G's by a one-probe
     Hutchinson estimate, exact for a prior with independent coordinates), so every formula holds
     per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
     preconditioner otherwise.
-
-    Parameters
-    ----------
-    log_lik, dataset, params, log_prior, seed, dtype, n_chains, constraints, check_model
-        As for :func:`sgld_setup`. Only the plain minibatch estimator is supported: the noise
-        correction assumes plain minibatch noise.
-    c : float
-        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
-        mixing, larger discretisation error away from Gaussianity.
-    minibatch_size : float or int
-        As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
-    estimator : str, keyword-only
-        ``"plain"`` only (accepted for a uniform signature; any other value is refused).
-    minibatch_replace : bool, keyword-only
-        Rows drawn i.i.d. with replacement (then f = 1 above).
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -772,7 +761,7 @@ def osgld_setup(
     return build_sampler(METHODS["osgld"], dict(c=c), model, setup, estimator)
 
 
-@shared_sections(DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS_NO_STEPSIZE, OSGLD.public.run_parameter_docs, CHAIN_OPTIONS, OSGLD.public.run_option_docs, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def osgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -802,37 +791,9 @@ def osgld(
     shard_rows: bool | None = None,
 ) -> Samples:
     r"""Run OSGLD (optimal preconditioned SGLD, El hanchi 2018 §2.3) for ``n_iters`` iterations:
-    the update, its deviations from the paper and the arguments of :func:`osgld_setup`, then the
-    whole chain in compiled chunks.
-
-    Chain options as for :func:`sgld`, and:
-
-    auto_burn_in : bool, keyword-only
-        Find the burn-in with El hanchi's criterion (2018 Eq. 17) reworked so that its error rates
-        do not depend on d (derivation in :mod:`sgmcmc.step.dynamics.osgld`): chain k is ready at the
-        first iteration t at which, with ȳ the mean of the estimates g of the last w = ⌈1/k⌉
-        iterations whitened by H^-½ and at least w iterations having moved θ, the components z of
-        ȳ in the eigenbasis of its stationary covariance aI + b f(N²/n) H^-½CH^-½ (a, b from the
-        chain's autocorrelation ρ = 1 − k/2 over the window), each scaled to unit variance, satisfy
-        max |z_j| ≤ Φ⁻¹((1 + 0.8^{1/d})/2) and Σ z_j² ≤ χ²_d(0.8): at stationarity it holds with
-        probability ≥ 0.6 at every d (the printed Eq. 17, every |mean Y_j| within one
-        √diag[(N C + G)/w + f N²/(w n) C], held with probability falling exponentially in d: never
-        within 10^4 iterations at d = 26, even from the mode). The criterion is
-        evaluated in the compiled loop, which stops once it has held (at any iteration, once is
-        enough) for every chain; that iteration is ``samples.burn_in_found``, and then
-        ``n_iters`` iterations run and are kept (with ``thin``): draws are the states after
-        iterations burn_in_found + thin, + 2·thin, …. The chain itself is the one
-        :func:`osgld_setup` with the same seed gives step by step. Not with ``burn_in`` nor
-        (yet) with ``checkpoint_dir``.
-    max_burn_in : int, keyword-only
-        With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
-        beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
-
-    Returns
-    -------
-    Samples
-        As for :func:`sgld`; with ``auto_burn_in``, ``burn_in_found`` is the iteration at which
-        the criterion first held for all chains (also on the samples an exception carries).
+    the update and its deviations from the paper as in :func:`osgld_setup`, then the whole chain
+    in compiled chunks. No stepsize; a minibatch needs at least 2 rows; only the plain minibatch
+    estimator.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
@@ -885,7 +846,7 @@ def baoab_setup(
     return build_sampler(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def baoab(
     log_lik: LogLik,
     dataset: Dataset,
@@ -969,7 +930,7 @@ def csgld_setup(
     return build_sampler(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
 
 
-@shared_sections(CSGLD.public.run_notes, SETUP_PARAMETERS, CSGLD.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGLD.public.run_notes, SETUP_PARAMETERS, CSGLD.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1061,7 +1022,7 @@ def csghmc_setup(
     return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
 
 
-@shared_sections(CSGHMC.public.run_notes, SETUP_PARAMETERS, CSGHMC.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.run_notes, SETUP_PARAMETERS, CSGHMC.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csghmc(
     log_lik: LogLik,
     dataset: Dataset,

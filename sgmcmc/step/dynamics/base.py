@@ -33,11 +33,11 @@ class PublicFunctions:
         The control-variate twin's ``*_setup`` docstring, where the table has one.
     run_doc
         The whole-chain docstring when the standard sentence is not enough.
-    shared_parameters
-        False when ``setup_doc`` documents every parameter itself.
     run_options
         Extra keyword-only arguments of the whole-chain function: name -> (annotation, default
         source), passed on to the run with the hyperparameters.
+    run_option_docs
+        Numpy-style entries for ``run_options``, in the whole-chain docstring's "Chain options".
     argument_defaults
         Default (source text) of a hyperparameter whose default is not in ``defaults``
         (cSGLD's ``n_iters``: ``Chain.n_iters``). A hyperparameter named ``n_iters`` is also the
@@ -45,7 +45,9 @@ class PublicFunctions:
     setup_notes, run_notes
         Sections appended after the ``*_setup`` / whole-chain docstring, before the parameters.
     setup_parameter_docs, run_parameter_docs
-        Numpy-style entries for the hyperparameters, after the shared parameters.
+        Numpy-style entries for the hyperparameters (and any parameter whose meaning is the
+        dynamics' own), after the shared parameters (which omit ``stepsize`` for a dynamics
+        without one).
     """
 
     label: str
@@ -54,8 +56,8 @@ class PublicFunctions:
     leading: tuple[str, ...] | None = None
     cv_setup_doc: str | None = None
     run_doc: str | None = None
-    shared_parameters: bool = True
     run_options: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    run_option_docs: str = ""
     argument_defaults: Mapping[str, str] = field(default_factory=dict)
     setup_notes: str = ""
     run_notes: str = ""

@@ -166,6 +166,16 @@ def _tiny(dtype: tf.DType) -> float:
     return 2.2250738585072014e-308 if dtype == tf.float64 else 1.1754944e-38
 
 
+# -- the public functions' documentation (sgmcmc/api/samplers.py is generated from it) ------------
+_OWN_PARAMETERS = r"""    c : float
+        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
+        mixing, larger discretisation error away from Gaussianity.
+    estimator : str, keyword-only
+        ``"plain"`` only (accepted for a uniform signature; any other value is refused): the
+        noise correction assumes plain minibatch noise.
+"""
+
+
 @dataclass(frozen=True)
 class OSGLD(Dynamics):
     """The OSGLD kernel (module docstring). ``c`` in (0, 1]; ``dense``: None chooses by
@@ -176,12 +186,12 @@ class OSGLD(Dynamics):
         argument_types={"c": "float"},
         leading=('c',),
         run_doc=r"""Run OSGLD (optimal preconditioned SGLD, El hanchi 2018 §2.3) for ``n_iters`` iterations:
-    the update, its deviations from the paper and the arguments of :func:`osgld_setup`, then the
-    whole chain in compiled chunks.
-
-    Chain options as for :func:`sgld`, and:
-
-    auto_burn_in : bool, keyword-only
+    the update and its deviations from the paper as in :func:`osgld_setup`, then the whole chain
+    in compiled chunks. No stepsize; a minibatch needs at least 2 rows; only the plain minibatch
+    estimator.
+    """,
+        run_options={"auto_burn_in": ("bool", "False"), "max_burn_in": ("int | None", "None")},
+        run_option_docs=r"""    auto_burn_in : bool, keyword-only
         Find the burn-in with El hanchi's criterion (2018 Eq. 17) reworked so that its error rates
         do not depend on d (derivation in :mod:`sgmcmc.step.dynamics.osgld`): chain k is ready at the
         first iteration t at which, with ȳ the mean of the estimates g of the last w = ⌈1/k⌉
@@ -197,19 +207,14 @@ class OSGLD(Dynamics):
         ``n_iters`` iterations run and are kept (with ``thin``): draws are the states after
         iterations burn_in_found + thin, + 2·thin, …. The chain itself is the one
         :func:`osgld_setup` with the same seed gives step by step. Not with ``burn_in`` nor
-        (yet) with ``checkpoint_dir``.
+        (yet) with ``checkpoint_dir``. ``samples.burn_in_found`` is also on the samples an
+        exception carries.
     max_burn_in : int, keyword-only
         With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
         beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
-
-    Returns
-    -------
-    Samples
-        As for :func:`sgld`; with ``auto_burn_in``, ``burn_in_found`` is the iteration at which
-        the criterion first held for all chains (also on the samples an exception carries).
-    """,
-        shared_parameters=False,
-        run_options={"auto_burn_in": ("bool", "False"), "max_burn_in": ("int | None", "None")},
+""",
+        setup_parameter_docs=_OWN_PARAMETERS,
+        run_parameter_docs=_OWN_PARAMETERS,
         setup_doc=r"""Set up optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algorithm 1 "OSGFS";
     El hanchi 2019; SPEC §8) for near-Gaussian posteriors. No stepsize. All parameters are
     flattened into one vector θ ∈ R^d per chain; with g the plain minibatch estimate of the
@@ -234,28 +239,15 @@ class OSGLD(Dynamics):
     ``minibatch_replace=True``); the running average of C
     described above (the paper: a cumulative average); the first iterations only estimate C (θ
     does not move) until t·(n − 1) ≥ 4d (4 in the diagonal form) so that H is invertible;
-    ``c`` may be 1 (the paper: c < 1).
+    ``c`` may be 1 (the paper: c < 1). A minibatch needs at least 2 rows (C is a covariance over
+    the minibatch), and only the plain minibatch estimator is supported (the noise correction
+    assumes plain minibatch noise).
 
     Dense d × d matrices for d ≤ 100 (three eigendecompositions per iteration, ~1.5 ms at d = 100);
     above that the diagonal form: C and G are replaced by their diagonals (G's by a one-probe
     Hutchinson estimate, exact for a prior with independent coordinates), so every formula holds
     per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
     preconditioner otherwise.
-
-    Parameters
-    ----------
-    log_lik, dataset, params, log_prior, seed, dtype, n_chains, constraints, check_model
-        As for :func:`sgld_setup`. Only the plain minibatch estimator is supported: the noise
-        correction assumes plain minibatch noise.
-    c : float
-        In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
-        mixing, larger discretisation error away from Gaussianity.
-    minibatch_size : float or int
-        As for :func:`sgld_setup`; at least 2 rows (C is a covariance over the minibatch).
-    estimator : str, keyword-only
-        ``"plain"`` only (accepted for a uniform signature; any other value is refused).
-    minibatch_replace : bool, keyword-only
-        Rows drawn i.i.d. with replacement (then f = 1 above).
     """,
     )
 
