@@ -378,6 +378,35 @@ def test_tuned_stepsize_is_right_or_the_mixing_warning_fires(ill, method):
     assert len(chosen) == 1 and not chosen["excluded"].iloc[0]
 
 
+def test_the_diagonal_preconditioner_trait_matches_what_the_kernel_state_gives():
+    """The tuner asks the class trait ``Dynamics.diagonal_preconditioner`` whether the chosen
+    sampler's stepsize is εG with a diagonal G (issue 30 leftovers: it used to read the chosen
+    sampler's kernel state to find out). The trait must say what ``preconditioner_reached`` does:
+    True exactly where it gives G from an initialised sampler's kernel state (pSGLD), for every
+    log_lik method's dynamics (the CV twins share theirs)."""
+    from sgmcmc.step.methods import METHODS
+
+    data = {"x": np.random.default_rng(0).normal(size=(50, 2))}
+
+    def log_lik(p, ds):
+        return -0.5 * tf.reduce_sum((ds["x"] - p["m"]) ** 2)
+
+    diagonal = []
+    for name, method in METHODS.items():
+        if method.model != "log_lik" or method.control_variate:
+            continue
+        kw = {"stepsize": 1e-3} if "stepsize" in method.dynamics.hyperparameters else {}
+        sampler = getattr(sgmcmc, f"{name}_setup")(log_lik, data, {"m": np.zeros(2)}, minibatch_size=10, seed=1,
+                                                    dtype=tf.float64, check_model=False, check_stepsize=False, **kw)
+        sgmcmc.init_sess(sampler)
+        reached = sampler.kernel.preconditioner_reached(sampler.kernel_state())
+        assert (reached is not None) == method.dynamics.diagonal_preconditioner, name
+        if reached is not None:
+            diagonal.append(name)
+            assert set(reached) == {"m"} and np.shape(reached["m"]) == (2,), (name, reached)
+    assert diagonal == ["psgld"]
+
+
 def test_tune_stepsize_table_says_which_candidates_were_excluded(ill):
     """The cap with the minibatch noise (N/n = 20): candidates 0.3, 0.9, 2 and 5 times the exact
     noise-aware cap 0.95 · c/λ_max (c the factor keeping ρ(μ, q) at 1.1, with the exact noise q of

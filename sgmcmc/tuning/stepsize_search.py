@@ -323,8 +323,8 @@ class _Cap:
         over :data:`HAMCMC_SNAPSHOTS` L-BFGS matrices; the sampler runs on, so call it after the
         state is saved); each chain's, the largest. None for the other dynamics."""
         kernel = sampler.kernel
-        g = kernel.preconditioner_reached(sampler.kernel_state())
-        if g is not None:  # pSGLD: G for every chain; the largest entry over chains (a bound for all)
+        if kernel.diagonal_preconditioner:  # pSGLD: G for every chain; the largest entry over chains
+            g = kernel.preconditioner_reached(sampler.kernel_state())  # (a bound for all)
             return self.scaled_top({k: eps * x for k, x in g.items()}, rows)
         if isinstance(kernel, HAMCMC):
             memory = int(sampler.kernel_state()["thetas"].shape[1])
@@ -661,9 +661,9 @@ class _Search:
         eps, mb = self.candidates[self.choice]
         if not self.cap.preconditioned:
             return {k: np.full(np.shape(v), eps) for k, v in self.like.items()}
-        chosen = self.built[mb]
-        if chosen.kernel.preconditioner_reached(chosen.kernel_state()) is None:
+        if not self.cap.kernel_class.diagonal_preconditioner:
             return None
+        chosen = self.built[mb]
         chosen.restore(self.saved[self.choice])
         return {k: eps * g for k, g in chosen.kernel.preconditioner_reached(chosen.kernel_state()).items()}
 

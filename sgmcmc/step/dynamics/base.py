@@ -108,7 +108,7 @@ class Dynamics:
         docs/DESIGN.md).
     estimators
         The estimator names it works with (None: all).
-    stepsize_stability, preconditioned
+    stepsize_stability, preconditioned, diagonal_preconditioner
         How the stepsize check and ``tune_stepsize`` judge its stepsize.
     shard_refusal
         Why its rows cannot be sharded across workers, or None (SPEC §12).
@@ -128,6 +128,9 @@ class Dynamics:
     stepsize_stability: ClassVar[str | None] = None
     #: A preconditioned stepsize (pSGLD, HAMCMC): judged after a run, at the preconditioner reached.
     preconditioned: ClassVar[bool] = False
+    #: The preconditioner is diagonal and :meth:`preconditioner_reached` reads it from the kernel
+    #: state (pSGLD); False: no preconditioner, or not a diagonal one (HAMCMC's L-BFGS matrix).
+    diagonal_preconditioner: ClassVar[bool] = False
     shard_refusal: ClassVar[str | None] = None
     #: The public functions' documentation and argument layout (None: no public functions).
     public: ClassVar[PublicFunctions | None] = None
@@ -167,7 +170,8 @@ class Dynamics:
 
     def preconditioner_reached(self, kernel_state: Mapping[str, Any]) -> dict[str, Any] | None:
         """Per coordinate, the largest over chains of the preconditioner G a run has reached
-        (from :meth:`sgmcmc.run.sampler.Sampler.kernel_state`; None: not a diagonal one)."""
+        (from :meth:`sgmcmc.run.sampler.Sampler.kernel_state`), where
+        :attr:`diagonal_preconditioner`; None otherwise."""
         return None
 
     # -- what the stepsize check and the tuner read (classes with a stepsize_stability) ----------

@@ -59,6 +59,7 @@ class PSGLD(Dynamics):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "beta", "lam")
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the preconditioned stepsize
     preconditioned: ClassVar[bool] = True
+    diagonal_preconditioner: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
 
     @classmethod
