@@ -274,6 +274,28 @@ def test_bad_arguments_are_refused_before_compiling(changes, error, words, monke
             sgmcmc.csghmc_setup(log_lik, DATA, {"theta": 0.0}, **setup_arguments)
 
 
+@pytest.mark.parametrize("name", ["csgld", "csghmc"])
+def test_a_plan_keeping_nothing_is_refused_before_the_model_is_evaluated(name):
+    """A per-cycle burn_in that keeps no draw is refused before anything evaluates ``log_lik``
+    (the set-up's model checks, seconds on a network; the stepsize check after them): with both
+    checks on, ``log_lik`` must not have been called when the ValueError comes. When the plan came
+    from the built sampler's kernel it had been called 5 times (the model checks' trial
+    evaluations; 1 with check_model=False). A good burn_in then runs, calling it."""
+    calls = []
+
+    def counted(params, dataset):
+        calls.append(1)
+        return log_lik(params, dataset)
+
+    run = getattr(sgmcmc, name)
+    arguments = dict(n_iters=10, n_cycles=2, exploration=0.8, dtype=tf.float64, minibatch_size=N_ROWS, verbose=False)
+    with pytest.raises(ValueError, match="no iteration would be kept"):
+        run(counted, DATA, {"theta": 0.0}, 0.01, burn_in=1, check_model=True, check_stepsize=True, **arguments)
+    assert not calls, f"log_lik was called {len(calls)} times before the refusal"
+    out = run(counted, DATA, {"theta": 0.0}, 0.01, burn_in=0, check_model=True, check_stepsize=True, **arguments)
+    assert calls and out.n_kept == 2
+
+
 def test_samples_cycle_pickles_and_tune_stepsize_refuses():
     """``Samples.cycle`` survives pickling and shows in the repr; an old pickle without it reads
     as None; tune_stepsize (which tunes through a schedule) does not offer the cyclical samplers."""

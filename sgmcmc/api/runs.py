@@ -20,7 +20,7 @@ from ..distribute.collective import Collective
 from ..distribute.placement import Placement
 from ..run.replicas import build_on_replicas, run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
-from ..step.dynamics import Dynamics, Segment
+from ..step.dynamics import Segment
 from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
 from ..analysis.samples import Samples, concatenate_draws
@@ -105,9 +105,13 @@ def run_whole_chain(
             f"burn_in={chain.burn_in} is not less than n_iters={chain.n_iters}: no iteration would be kept; "
             f"give burn_in < n_iters"
         )
+    # The dynamics' plan of kept draws from the arguments alone: a plan keeping nothing is refused
+    # here, before the set-up's model and stepsize checks.
+    plan = method.dynamics.segments(arguments, chain.n_iters, chain.burn_in, chain.thin)
+    segmented = plan != [Segment(chain.n_iters, chain.burn_in, chain.thin)]
     place = placement_of(method, setup, estimator)
     if chain.checkpoint_dir is not None:
-        if method.dynamics.segments is not Dynamics.segments:  # before the directory is made
+        if segmented:  # before the directory is made
             raise ValueError(
                 f"checkpoint_dir is not supported with {method.name} (not yet): its whole chain is run as several "
                 f"segments (its cycles) whose kept draws are joined, and a checkpoint directory holds one run. Run "
@@ -125,8 +129,7 @@ def run_whole_chain(
         return _run_with_checkpoints(method, arguments, model, setup, estimator, chain, place)
 
     def run(sampler: Sampler, verbose: bool) -> Samples:
-        plan = sampler.kernel.segments(chain.n_iters, chain.burn_in, chain.thin)
-        if plan == [Segment(chain.n_iters, chain.burn_in, chain.thin)]:
+        if not segmented:
             return sample_chain(
                 sampler, chain.n_iters, verbose, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients
             )

@@ -205,11 +205,14 @@ class Dynamics:
     def largest_safe_mu(cls, distortion: float = 0.1, **hyper: float) -> float:
         r"""The smallest μ at which :math:`|\rho(\mu) - 1|` reaches δ (exact gradients)."""
         return _distortion.largest_safe_mu(cls.sd_ratio, distortion, **hyper)
-    def segments(self, n_iters: int, burn_in: int, thin: int) -> list[Segment]:
+
+    @classmethod
+    def segments(cls, arguments: Mapping[str, Any], n_iters: int, burn_in: int, thin: int) -> list[Segment]:
         """The whole-chain run's plan of kept draws: segments run one after the other on the same
         chain, their kept draws concatenated (:func:`sgmcmc.api.runs.run_whole_chain`). The
         default is one unlabelled segment: iterations ``burn_in + thin``, ``burn_in + 2·thin``, …
-        of ``n_iters``."""
+        of ``n_iters``. From the public ``arguments`` (as for :meth:`from_arguments`), before any
+        sampler exists, so that a plan keeping nothing is refused before the set-up's checks."""
         return [Segment(n_iters, burn_in, thin)]
 
     @classmethod

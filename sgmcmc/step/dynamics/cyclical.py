@@ -76,17 +76,9 @@ def cycle_segments(n_iters: int, kernel_iters: int, n_cycles: int, exploration: 
     return [Segment(min(period, n_iters - start), skip, thin, c) for c, start in enumerate(range(0, n_iters, period))]
 
 
-def _cyclical_arguments(arguments: Mapping[str, Any], context: KernelContext) -> dict[str, Any]:
-    """The cyclical arguments checked: ``n_iters`` and ``n_cycles`` ≤ ``n_iters`` positive whole
-    numbers, ``exploration`` in [0, 1), ``stepsize`` numbers (a schedule is refused)."""
-    stepsize = arguments["stepsize"]
-    values = stepsize.values() if isinstance(stepsize, Mapping) else [stepsize]
-    if any(callable(v) for v in values):
-        raise TypeError(
-            "cyclical SG-MCMC takes no stepsize schedule: its cyclical schedule (Zhang et al. 2020, eq. 1) is the "
-            "schedule. Give the largest stepsize, used at the first iteration of each cycle (a number, or a dict of "
-            "numbers by parameter)"
-        )
+def _cycle_arguments(arguments: Mapping[str, Any]) -> tuple[int, int, float]:
+    """``n_iters``, ``n_cycles`` and ``exploration`` checked: ``n_iters`` and ``n_cycles`` ≤
+    ``n_iters`` positive whole numbers, ``exploration`` in [0, 1)."""
     n_iters = checks.check_count(arguments["n_iters"], "n_iters")
     n_cycles = checks.check_count(arguments["n_cycles"], "n_cycles")
     if n_cycles > n_iters:
@@ -96,9 +88,24 @@ def _cyclical_arguments(arguments: Mapping[str, Any], context: KernelContext) ->
         raise ValueError(
             f"exploration must be a number in [0, 1) (the fraction of each cycle run without noise), got {beta!r}"
         )
+    return n_iters, n_cycles, float(beta)
+
+
+def _cyclical_arguments(arguments: Mapping[str, Any], context: KernelContext) -> dict[str, Any]:
+    """The cyclical arguments checked: those of :func:`_cycle_arguments`, ``stepsize`` numbers (a
+    schedule is refused)."""
+    stepsize = arguments["stepsize"]
+    values = stepsize.values() if isinstance(stepsize, Mapping) else [stepsize]
+    if any(callable(v) for v in values):
+        raise TypeError(
+            "cyclical SG-MCMC takes no stepsize schedule: its cyclical schedule (Zhang et al. 2020, eq. 1) is the "
+            "schedule. Give the largest stepsize, used at the first iteration of each cycle (a number, or a dict of "
+            "numbers by parameter)"
+        )
+    n_iters, n_cycles, exploration = _cycle_arguments(arguments)
     return dict(
         stepsize=checks.per_parameter(stepsize, context.names, "stepsize"),
-        n_iters=n_iters, n_cycles=n_cycles, exploration=float(beta),
+        n_iters=n_iters, n_cycles=n_cycles, exploration=exploration,
     )
 
 
@@ -171,14 +178,17 @@ class _Cyclical:
         )
         return self.update_at(params, aux, estimate, rng, eps, noise_on)
 
-    def segments(self, n_iters: int, burn_in: int, thin: int) -> list[Segment]:
-        """One segment per cycle (module docstring); refused when no cycle keeps a draw."""
-        plan = cycle_segments(n_iters, self.n_iters, self.n_cycles, self.exploration, burn_in, thin)
+    @classmethod
+    def segments(cls, arguments: Mapping[str, Any], n_iters: int, burn_in: int, thin: int) -> list[Segment]:
+        """One segment per cycle (module docstring) of the schedule ``arguments`` give (their
+        ``n_iters``, ``n_cycles``, ``exploration``, checked); refused when no cycle keeps a draw."""
+        kernel_iters, n_cycles, exploration = _cycle_arguments(arguments)
+        plan = cycle_segments(n_iters, kernel_iters, n_cycles, exploration, burn_in, thin)
         if not any(s.kept for s in plan):
-            explore = exploration_iterations(self.n_iters, self.n_cycles, self.exploration)
+            explore = exploration_iterations(kernel_iters, n_cycles, exploration)
             raise ValueError(
-                f"no iteration would be kept: each cycle of {math.ceil(self.n_iters / self.n_cycles)} iterations "
-                f"explores for {explore} (exploration={self.exploration}), then burn_in={burn_in} and thin={thin} "
+                f"no iteration would be kept: each cycle of {math.ceil(kernel_iters / n_cycles)} iterations "
+                f"explores for {explore} (exploration={exploration}), then burn_in={burn_in} and thin={thin} "
                 f"apply within its sampling stage. Give a smaller burn_in, thin or exploration, or fewer cycles"
             )
         return plan
