@@ -63,6 +63,28 @@ def main(argv=None):
         f"RSS after 10^3 steps {rss_1e3:.0f} MB, after {done:,} steps {rss_mb():.0f} MB",
         flush=True,
     )
+    # The floor, same process: one call of an empty compiled program given the step's arguments
+    # (the block it reads, n, the offset), and a variable read as numpy (what get_params does
+    # per parameter).
+    import tensorflow as tf
+
+    block, offset = sampler._step_block()
+    one = tf.constant(1, tf.int64)
+    empty = tf.function(lambda n, b, o: n + o, jit_compile=sampler.jit_compile or None)
+    variable = next(iter(sampler.params.values()))
+    floors = {
+        "empty compiled call, same arguments": lambda: empty(one, block, offset),
+        "one variable read to numpy": lambda: variable.numpy(),
+    }
+    for name, fn in floors.items():
+        fn()
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(1000):
+                fn()
+            times.append((time.perf_counter() - t) / 1000 * 1e6)
+        print(f"floor: {name}: {statistics.median(times):.0f} µs/call", flush=True)
 
 
 if __name__ == "__main__":

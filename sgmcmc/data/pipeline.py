@@ -73,6 +73,8 @@ class BlockFeed:
         self._next = 0  # the buffer the next fill writes
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: tuple[tuple[int, int], concurrent.futures.Future] | None = None
+        #: Blocks handed out so far: a block stays valid until the second block after it.
+        self.calls = 0
 
     def _fill(self, which: int, t0: int, n: int) -> dict[str, Any]:
         buffer = self._buffers[which]
@@ -102,6 +104,7 @@ class BlockFeed:
             which = self._next
             self._next = 1 - self._next
             self._pending = (tuple(prefetch), self._executor.submit(self._fill, which, *prefetch))
+        self.calls += 1
         return {
             "rows": {k: as_tensor(v) for k, v in buffer["rows"].items()},
             "indices": as_tensor(buffer["indices"]),

@@ -124,6 +124,9 @@ def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.T
     return tf.math.is_finite(total)
 
 
+_ZERO = tf.constant(0, tf.int64)
+
+
 def _iteration_of(block: dict, i: tf.Tensor) -> dict:
     """Iteration ``i`` of a block (:mod:`sgmcmc.data.pipeline`): ``rows`` name -> ``[D, K, n, …]``,
     ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
@@ -273,6 +276,7 @@ class Sampler:
         self._run_opt_chunk = None
         self._opt_iteration = 0  # steps of the mode search so far
         self._estimate_for_storage = None
+        self._held_step_block = None  # the step API's block: (feed, its calls then, first iteration, block)
 
     def _make_random_streams(self) -> None:
         """The noise streams of :attr:`seed` (the minibatch streams are made from it by ``_feed``)."""
@@ -400,11 +404,13 @@ class Sampler:
         done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
         return done
 
-    def _advance_chunk(self, n, block, until_ready: bool = False):
+    def _advance_chunk(self, n, block, offset, until_ready: bool = False):
+        """``n`` iterations from the current one, the first reading ``block[offset]`` (the
+        whole chain: 0; the step API: the next iteration's place in the block it holds)."""
         it0 = self._iteration.read_value()
         state = self._read_state()
         state, prev, diverged_at, last, ran = self._iterate(
-            state, state, it0, n, tf.constant(0, tf.int64), block, it0, until_ready
+            state, state, it0, n, tf.constant(0, tf.int64), block, it0 - offset, until_ready
         )
         done = self._finish_chunk(it0, state, prev, diverged_at, last)
         done = tf.where(diverged_at == 0, ran, done)  # ran < n only when until_ready stopped it
@@ -583,7 +589,10 @@ class Sampler:
         feed = self._feed("chain")
 
         def call(m, block):
-            return self._call(key, lambda n, block: self._advance_chunk(n, block, until_ready=until_ready), tf.constant(m, tf.int64), block)
+            return self._call(
+                key, lambda n, block, offset: self._advance_chunk(n, block, offset, until_ready=until_ready),
+                tf.constant(m, tf.int64), block, _ZERO,
+            )
 
         results = self._run_blocks(n, feed, feed.capacity, call)
         done = sum(int(r[0]) for r in results)
@@ -674,12 +683,12 @@ class Sampler:
             est = self._estimate_for_storage(block)
         return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
 
-    def _checked_step(self, block) -> tf.Tensor:
-        """Graph mode's step: one iteration, written to the variables only if the new state and
-        the log-posterior estimate are finite (so a divergence leaves the last finite state in
-        place); returns whether it was."""
+    def _checked_step(self, block, offset) -> tf.Tensor:
+        """Graph mode's step: one iteration reading ``block[offset]``, written to the variables
+        only if the new state and the log-posterior estimate are finite (so a divergence leaves
+        the last finite state in place); returns whether it was."""
         t = self._iteration.read_value() + 1
-        state, est = self._step(self._read_state(), t, _iteration_of(block, 0))
+        state, est = self._step(self._read_state(), t, _iteration_of(block, offset))
         finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
         if finite:
             self._write_state(state)
@@ -688,38 +697,53 @@ class Sampler:
         return finite
 
     def _make_step(self):
-        """The step API's compiled call ``block -> finite``. Under XLA: the loop's own
-        ``advance`` program with n = 1 and a block of the loop's capacity holding one iteration
-        (a separate XLA program of the same iteration could round differently in the last bit)."""
+        """The step API's compiled call ``(block, offset) -> finite``. Under XLA: the loop's own
+        ``advance`` program with n = 1 (a separate XLA program of the same iteration could round
+        differently in the last bit)."""
         if self.jit_compile:
             self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
         if not self.jit_compile:
             checked = own_function(self._checked_step)
 
-            def run(block) -> bool:
+            def run(block, offset) -> bool:
                 if self._step_function is None:  # one trace; the block's shape never changes
-                    self._step_function = checked.get_concrete_function(block)
-                return bool(self._step_function(block))
+                    self._step_function = checked.get_concrete_function(block, offset)
+                return bool(self._step_function(block, offset))
 
             return run
-        advance, one = self._compiled("advance", lambda n, block: self._advance_chunk(n, block)), tf.constant(1, tf.int64)
+        advance = self._compiled("advance", lambda n, block, offset: self._advance_chunk(n, block, offset))
+        one = tf.constant(1, tf.int64)
 
-        def run_xla(block) -> bool:
+        def run_xla(block, offset) -> bool:
             if self._step_function is None:
-                self._step_function = advance.get_concrete_function(one, block)
-            return int(advance(one, block)[1]) == 0
+                self._step_function = advance.get_concrete_function(one, block, offset)
+            return int(self._step_function(one, block, offset)[1]) == 0
 
         return run_xla
 
+    def _step_block(self) -> tuple[dict, tf.Tensor]:
+        """The block holding the next iteration's minibatches and that iteration's place in it.
+        The step API gathers a whole block of the loop's capacity at once (the next one on the
+        feed's thread meanwhile) and reads one iteration of it per step: a step costs a compiled
+        call, not a gather and a block's conversion. The block is dropped when its feed served
+        anyone else since (a whole-chain run reuses the feed's buffers) or the iteration left it
+        (a restore, a reset)."""
+        feed, t = self._feed("chain"), self.iteration
+        held = self._held_step_block
+        if held is None or held[0] is not feed or held[1] != feed.calls or not held[2] <= t < held[2] + feed.capacity:
+            block = feed.block(t, feed.capacity, prefetch=(t + feed.capacity, feed.capacity))
+            held = self._held_step_block = (feed, feed.calls, t, block)
+        return held[3], tf.constant(t - held[2], tf.int64)
+
     def step(self) -> None:
         """One iteration as one call of a compiled function (traced once), its minibatches
-        gathered on the host first."""
+        read from a block gathered ahead (:meth:`_step_block`)."""
         self._require_initialised()
         if self._compiled_step is None:
             self._compiled_step = self._make_step()
-        block = self._feed("chain").block(self.iteration, 1)
+        block, offset = self._step_block()
         with package_call_options():
-            finite = self._compiled_step(block)
+            finite = self._compiled_step(block, offset)
         if not finite:
             it = self.iteration
             raise DivergenceError(
