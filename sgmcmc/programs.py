@@ -53,9 +53,16 @@ class _Same:
 _MAX_LEVEL = 12
 
 
+#: Bytes of array values one record copies at most (beyond: the rest by identity).
+SNAPSHOT_BYTES = 32 * 2**20
+_budget = threading.local()
+
+
 def snapshot(value: Any, depth: int = 0, level: int = 0) -> Any:
     """A comparable record of ``value`` as a compiled program would have captured it: equal
     records mean the same program. ``depth`` counts function calls followed, ``level`` nesting."""
+    if depth == 0 and level == 0:  # a new record: its array copies are bounded
+        _budget.left = SNAPSHOT_BYTES
     if level > _MAX_LEVEL:
         return _Same(value)
     down = level + 1
@@ -64,13 +71,16 @@ def snapshot(value: Any, depth: int = 0, level: int = 0) -> Any:
     if isinstance(value, np.generic):
         return ("np", value.dtype.str, value.item())
     if isinstance(value, np.ndarray) and not isinstance(value, np.memmap):
-        if value.size <= SNAPSHOT_ELEMENTS and value.dtype != object:
+        if value.size <= SNAPSHOT_ELEMENTS and value.dtype != object and _spend(value.nbytes):
             return ("array", value.dtype.str, value.shape, value.tobytes())
         return ("array", _Same(value), value.dtype.str, value.shape)
     if isinstance(value, tf.Variable):
         return _Same(value)  # read when the program runs
     if isinstance(value, tf.Tensor) and hasattr(value, "numpy"):  # eager: captured as a constant
-        return ("tensor", snapshot(value.numpy(), depth, down))
+        elements = value.shape.num_elements()
+        if elements is not None and elements <= SNAPSHOT_ELEMENTS and _spend(elements * value.dtype.size):
+            return ("tensor", snapshot(value.numpy(), depth, down))
+        return ("tensor", _Same(value), value.dtype.name, tuple(value.shape))
     if isinstance(value, (list, tuple)) and len(value) <= SNAPSHOT_ITEMS:
         return (type(value).__name__, tuple(snapshot(v, depth, down) for v in value))
     if isinstance(value, dict) and len(value) <= SNAPSHOT_ITEMS:
@@ -88,6 +98,15 @@ def snapshot(value: Any, depth: int = 0, level: int = 0) -> Any:
         fields = tuple((f.name, snapshot(getattr(value, f.name), depth, down)) for f in dataclasses.fields(value))
         return ("dataclass", type(value), fields)
     return _Same(value)  # modules, classes, builtins, other objects: by identity
+
+
+def _spend(nbytes: int) -> bool:
+    """Whether the current record may still copy ``nbytes`` of array values (then spent)."""
+    left = getattr(_budget, "left", SNAPSHOT_BYTES)
+    if nbytes > left:
+        return False
+    _budget.left = left - nbytes
+    return True
 
 
 def _names(code: types.CodeType) -> set[str]:
