@@ -291,7 +291,7 @@ def _checked_construction(
         ),
         dict(
             starts=starts, seed=seed, starts_given_per_chain=per_chain, mode_start=all_starts[0],
-            stepsize_check=model.check_stepsize, verbose=setup.verbose,
+            stepsize_check=model.check_stepsize, verbose=setup.verbose, settings=settings,
         ),
     )
     if not place.distributed and replica is None:

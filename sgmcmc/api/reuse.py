@@ -1,14 +1,16 @@
 """Compiled programs reused across whole-chain calls (issue 31.3).
 
-A whole-chain call (``sgmcmc.sgld(...)`` and the others) builds a :class:`~sgmcmc.run.sampler.Sampler`
-whose compiled functions are traced and compiled on their first use: about a second for a
-logistic regression, minutes for a large network — each call, although a second call with the
-same model and settings would trace the same programs. So the sampler of a finished whole-chain
-call is kept here, and a later call whose key (:func:`sampler_key`) equals its key takes it
-instead of building a new one (the key's records: :mod:`sgmcmc.programs`): new starting values and seed (:meth:`Sampler.start_again`), then
-the usual :func:`~sgmcmc.init_sess` (reset, mode search, stepsize check) and run. Its programs
-read the seed's keys, the starts and every state from variables, so the chain is the one a new
-sampler gives, bit for bit (``tests/test_compile_reuse.py``).
+A whole-chain call (``sgmcmc.sgld(...)`` and the others) builds a
+:class:`~sgmcmc.run.sampler.Sampler` whose compiled functions are traced and compiled on their
+first use: about a second for a logistic regression, minutes for a large network — on every
+call, although a second call with the same model and settings would trace the same programs. So
+the sampler of a finished whole-chain call is kept here, and a later call whose key equals its
+key (built by :func:`sgmcmc.api.build.whole_chain_sampler` from the records of
+:mod:`sgmcmc.programs`) takes it instead of building a new one: new starting values and seed
+(:meth:`Sampler.start_again`), then the usual :func:`~sgmcmc.init_sess` (reset, mode search,
+stepsize check) and run. Its programs read the seed's keys, the starts and every state from
+variables, so the chain is the one a new sampler gives, bit for bit
+(``tests/test_compile_reuse.py``).
 
 **What the key holds** (a change in any of them builds a new sampler):
 
@@ -19,20 +21,22 @@ sampler gives, bit for bit (``tests/test_compile_reuse.py``).
   are at every call, so changing an entry in place is seen, as by a new sampler);
 - ``log_lik``, ``log_prior`` (and ``counts``): their code, and what they read from outside —
   closure variables, defaults and globals, by value for numbers, strings, small containers and
-  arrays of ≤ :data:`~sgmcmc.programs.SNAPSHOT_ELEMENTS` elements, by identity for everything else — followed into
-  the Python functions they call, :data:`~sgmcmc.programs.FUNCTION_DEPTH` levels deep. Rebinding a global or a
-  closure variable, or changing a small array or list in place, is therefore noticed.
+  arrays of ≤ :data:`~sgmcmc.programs.SNAPSHOT_ELEMENTS` elements (at most
+  :data:`~sgmcmc.programs.SNAPSHOT_BYTES` a record), by identity for everything else — followed
+  into the Python functions they call, :data:`~sgmcmc.programs.FUNCTION_DEPTH` levels deep.
+  Rebinding a global or a closure variable, or changing a small array or list in place, is
+  therefore noticed.
 
 **What it does not notice**, as ``tf.function`` does not: a change *inside* an object the model
-reads (an attribute of a class instance, an element of an array larger than
-:data:`~sgmcmc.programs.SNAPSHOT_ELEMENTS`), or in a function more than :data:`~sgmcmc.programs.FUNCTION_DEPTH` calls away. Pass what
-changes through ``dataset`` or ``params``, call :func:`clear_compiled_cache`, or turn reuse off
-with ``SGMCMC_REUSE=0``.
+reads (an attribute of a class instance, an element of a large array), or in a function more
+than :data:`~sgmcmc.programs.FUNCTION_DEPTH` calls away. Pass what changes through ``dataset`` or
+``params``, call :func:`clear_compiled_cache`, or turn reuse off with ``SGMCMC_REUSE=0``.
 
 Only whole-chain calls on one device reuse (not ``*_setup``, whose sampler the user holds; not
 under a ``strategy``; not with ``checkpoint_dir``). The cache keeps the last :data:`KEEP`
-samplers (each holds its variables, compiled programs and a reference to its dataset's
-entries); :func:`clear_compiled_cache` frees them.
+samplers whose variables take at most :data:`KEEP_BYTES` in all (each holds its variables, its
+compiled programs and a reference to its dataset's entries, not its block buffers);
+:func:`clear_compiled_cache` frees them.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ from typing import Any
 from ..programs import clear_model_programs, records_equal
 from ..run.sampler import Sampler
 
-#: Samplers kept (least recently used dropped first).
+#: Samplers kept (least recently used dropped first) ...
 KEEP = 4
+#: ... and the most bytes of their variables kept in all (a sampler above it alone: not kept).
+KEEP_BYTES = 256 * 2**20
 
 
 def enabled() -> bool:
@@ -61,6 +67,7 @@ class _Entry:
     key: Any
     sampler: Sampler
     in_use: bool = False
+    nbytes: int = 0
 
 
 _lock = threading.Lock()
@@ -103,11 +110,6 @@ def reused_or_new(key: Any, build: Callable[[], Sampler], start_again: Callable[
             entry = _Entry(key, sampler, in_use=True)
             with _lock:
                 _entries.append(entry)
-                while len(_entries) > KEEP:
-                    idle = next((e for e in _entries if not e.in_use), None)
-                    if idle is None:
-                        break
-                    _entries.remove(idle)
     try:
         yield sampler
     except BaseException:
@@ -116,7 +118,21 @@ def reused_or_new(key: Any, build: Callable[[], Sampler], start_again: Callable[
         raise
     finally:
         if entry is not None:
+            entry.sampler.release_buffers()
+            entry.nbytes = entry.sampler.state_bytes()
             entry.in_use = False
+            _trim()
+
+
+def _trim() -> None:
+    """Drop the least recently used idle samplers until at most :data:`KEEP` are kept and their
+    variables take at most :data:`KEEP_BYTES`."""
+    with _lock:
+        while len(_entries) > KEEP or sum(e.nbytes for e in _entries) > KEEP_BYTES:
+            idle = next((e for e in _entries if not e.in_use), None)
+            if idle is None:
+                return
+            _entries.remove(idle)
 
 
 def _drop(entry: _Entry) -> None:

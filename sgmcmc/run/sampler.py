@@ -124,9 +124,6 @@ def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.T
     return tf.math.is_finite(total)
 
 
-_ZERO = tf.constant(0, tf.int64)
-
-
 def _iteration_of(block: dict, i: tf.Tensor) -> dict:
     """Iteration ``i`` of a block (:mod:`sgmcmc.data.pipeline`): ``rows`` name -> ``[D, K, n, …]``,
     ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
@@ -307,6 +304,7 @@ class Sampler:
         mode_start: dict[str, np.ndarray] | None,
         stepsize_check: bool,
         verbose: bool,
+        settings: dict,
     ) -> None:
         """Become the sampler a new set-up with these starts and seed would make, keeping the
         compiled functions: the whole-chain call that reuses this sampler (:mod:`sgmcmc.api.reuse`,
@@ -322,8 +320,26 @@ class Sampler:
             self.estimator.mode_start = self._mode_start
             self.control_variate = dataclasses.replace(self.control_variate, verbose=verbose)
         self.stepsize_check = bool(stepsize_check)
+        self.settings = dict(settings)  # the earlier runs' samples keep their own
         self._adopt_seed(int(seed) if seed is not None else secrets.randbits(63))
         self.initialised = False
+
+    def release_buffers(self) -> None:
+        """Free the minibatch feeds' block buffers (made again on next use): for a sampler kept
+        between whole-chain calls (:mod:`sgmcmc.api.reuse`), which would otherwise hold up to
+        two blocks per feed."""
+        for feed in self._feeds.values():
+            feed.close()
+        self._feeds.clear()
+        self._held_step_block = None
+
+    def state_bytes(self) -> int:
+        """Bytes of the sampler's variables: the parameters, the kernel's state, the estimator's
+        (CV mode and anchor, SVRG anchors, SAGA's table)."""
+        variables = [*self.params.values(), *tf.nest.flatten(self._aux or {})]
+        if hasattr(self.estimator, "variables"):
+            variables += tf.nest.flatten(self.estimator.variables())
+        return sum(int(np.prod(v.shape)) * v.dtype.size for v in variables)
 
     @property
     def jit_compile(self) -> bool:
@@ -591,7 +607,7 @@ class Sampler:
         def call(m, block):
             return self._call(
                 key, lambda n, block, offset: self._advance_chunk(n, block, offset, until_ready=until_ready),
-                tf.constant(m, tf.int64), block, _ZERO,
+                tf.constant(m, tf.int64), block, tf.constant(0, tf.int64),
             )
 
         results = self._run_blocks(n, feed, feed.capacity, call)
