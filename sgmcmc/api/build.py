@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import secrets
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -173,19 +173,20 @@ def whole_chain_sampler(
     an earlier call with the same model, shapes and settings started again, or a new one, kept
     after the run for the next (:mod:`sgmcmc.api.reuse`)."""
     construction = _checked_construction(method, arguments, model, setup, estimator, place=place)
-    with reuse.reused_or_new(construction.key, construction.build, construction.start_again) as sampler:
+    with reuse.reused_or_new(construction.reuse_key, construction.build, construction.start_again) as sampler:
         yield sampler
 
 
 @dataclasses.dataclass
 class _Construction:
     """A checked set-up: the :class:`Sampler`'s arguments, what a kept sampler needs to start
-    again as this one, and the reuse key (None: never reused)."""
+    again as this one, and what makes the reuse key (None: never reused; made only when a
+    whole-chain run asks, :mod:`sgmcmc.api.reuse`)."""
 
     args: tuple
     kwargs: dict
     again: dict
-    key: Any = None
+    reuse_key: Callable[[], Any] | None = None
 
     def build(self) -> Sampler:
         return Sampler(*self.args, **self.kwargs)
@@ -295,7 +296,7 @@ def _checked_construction(
         ),
     )
     if not place.distributed and replica is None:
-        construction.key = (
+        construction.reuse_key = lambda: (
             method.name, programs.snapshot(kernel), programs.snapshot(arguments), programs.snapshot(settings),
             programs.callable_record(model.log_lik), programs.callable_record(model.log_prior),
             programs.callable_record(model.counts), programs.snapshot(model.constraints),

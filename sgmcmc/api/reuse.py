@@ -84,12 +84,16 @@ def clear_compiled_cache() -> None:
 
 
 @contextlib.contextmanager
-def reused_or_new(key: Any, build: Callable[[], Sampler], start_again: Callable[[Sampler], None]) -> Iterator[Sampler]:
-    """The kept sampler of ``key``, made ready by ``start_again`` — or a new one from ``build``
-    — for one whole-chain run; kept for reuse after the run ends, dropped if it raised (a
-    divergence, an interrupted trace: the next call builds afresh). ``key=None``: never reused."""
+def reused_or_new(
+    make_key: Callable[[], Any] | None, build: Callable[[], Sampler], start_again: Callable[[Sampler], None]
+) -> Iterator[Sampler]:
+    """The kept sampler whose key equals ``make_key()``, made ready by ``start_again`` — or a
+    new one from ``build`` — for one whole-chain run; kept for reuse after the run ends,
+    dropped if it raised (a divergence, an interrupted trace: the next call builds afresh).
+    ``make_key=None`` or reuse turned off: never reused (and no key is made)."""
     entry = None
-    if key is not None and enabled():
+    key = make_key() if make_key is not None and enabled() else None
+    if key is not None:
         with _lock:
             for i, candidate in enumerate(_entries):
                 if not candidate.in_use and records_equal(candidate.key, key):
@@ -106,7 +110,7 @@ def reused_or_new(key: Any, build: Callable[[], Sampler], start_again: Callable[
         sampler = entry.sampler
     else:
         sampler = build()
-        if key is not None and enabled():
+        if key is not None:
             entry = _Entry(key, sampler, in_use=True)
             with _lock:
                 _entries.append(entry)

@@ -63,10 +63,9 @@ from tqdm.auto import tqdm
 
 from .chain import NO_SAMPLES_YET, _chunk_or_sampling_error, _Pacer, _progress, before_sampling
 from ..errors import DivergenceError, ModeSearchError
-from ..graph_options import package_call_options
+from ..graph_options import own_function, package_call_options
 from ..step.contract import BoundEstimator, Minibatches
 from ..step.dynamics.sgd import SGD
-from ..graph_options import own_function
 from .sampler import ChunkResult, Sampler, _finite_per_chain, _iteration_of
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
@@ -131,7 +130,6 @@ class AutoStep:
     @property
     def value(self) -> float:
         return float(self.variable.numpy())
-
 
 
 # -- the SGD steps, in compiled chunks ------------------------------------------------------------

@@ -38,7 +38,6 @@ stepsize) and BAOAB (no distortion model yet) are not checked here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -46,7 +45,6 @@ import tensorflow as tf
 
 from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
-from ..programs import model_program
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
 from .. import checks
 from ..distribute.placement import row_collective
@@ -246,12 +244,11 @@ NOISE_GROUPS = 500
 def group_directional_sums(estimator: MinibatchGradient, params, w, groups) -> tf.Tensor:
     r"""``[G]``: :math:`\nabla_\theta\,\mathrm{log\_lik}(\theta, \text{group}_g)\cdot w` for each
     group of rows (``groups`` name -> ``[G, b, …]``), one compiled loop (traced once per model:
-    :func:`~sgmcmc.programs.model_program`)."""
-    fn = model_program("group_directional_sums", estimator.log_lik, None, partial(_group_sums_program, estimator.log_lik))
-    return fn(params, w, groups)
+    :meth:`~sgmcmc.step.estimators.plain.MinibatchGradient.program`)."""
+    return estimator.program("group_directional_sums", _group_sums_program)(params, w, groups)
 
 
-def _group_sums_program(log_lik: Callable):
+def _group_sums_program(log_lik: Callable, log_prior: Callable | None):
     def sums(params, w, groups):
         def one(group):
             grads = value_and_grad(lambda p: log_lik(p, group), params)[1]

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -53,7 +52,6 @@ import tensorflow as tf
 from ..errors import StepsizeWarning
 from ..step.methods import METHODS, Method
 from ..graph_options import own_function
-from ..programs import model_program
 from ..step.dynamics.base import Dynamics
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
@@ -112,9 +110,7 @@ class NegativeHessian:
         # compiled once per model, shared by every operator made on it (the mode search's
         # stages, its end check, the stepsize check, other samplers of the model): tracing a
         # double tape costs ~0.3 s (a network's: seconds)
-        self._lik, self._prior = model_program(
-            "negative_hessian", estimator.log_lik, estimator.log_prior, partial(_hvp_programs, estimator.log_lik, estimator.log_prior)
-        )
+        self._lik, self._prior = estimator.program("negative_hessian", _hvp_programs)
         self.calls = 0
 
     def __call__(self, v: Arrays) -> Arrays:

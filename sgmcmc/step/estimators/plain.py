@@ -66,12 +66,12 @@ def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tenso
     return tf.vectorized_map(one_row, batch, fallback_to_while_loop=True, warn=False)
 
 
-def _gradient_program(log_lik: LogLik):
+def _gradient_program(log_lik: LogLik, log_prior: LogPrior | None):
     """The compiled gradient of ``log_lik`` on a block of rows."""
     return own_function(lambda params, batch: value_and_grad(lambda p: log_lik(p, batch), params)[1], reduce_retracing=True)
 
 
-def _value_gradient_program(log_lik: LogLik):
+def _value_gradient_program(log_lik: LogLik, log_prior: LogPrior | None):
     """The compiled value and gradient of ``log_lik`` on a block of rows (the value under ``_VALUE``)."""
     def value_grad(params, batch):
         value, grads = value_and_grad(lambda p: log_lik(p, batch), params)
@@ -130,8 +130,7 @@ class MinibatchGradient:
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size
         self.reduce = reduce
-        self._block_gradient = None
-        self._block_value_gradient = None
+        self._programs: dict[str, Any] = {}  # this model's programs, looked up once (program())
         self._in_place = None
         self._rows = rows
 
@@ -195,16 +194,23 @@ class MinibatchGradient:
 
         return map_over_chains(one_chain, (params, batch), self.n_chains)
 
+    def program(self, name: str, make: Callable[[LogLik, LogPrior | None], Any]) -> Any:
+        """The compiled program ``name`` of this estimator's model: ``make(log_lik, log_prior)``
+        on the model's first use, then shared by every estimator of the same model
+        (:func:`sgmcmc.programs.model_program`: the full-data gradients, the curvature's
+        Hessian-vector products, the noise's directional sums); looked up once per estimator."""
+        if name not in self._programs:
+            self._programs[name] = model_program(name, self.log_lik, self.log_prior, partial(make, self.log_lik, self.log_prior))
+        return self._programs[name]
+
     def full_data_gradient(self, params: Params, progress=None) -> Params:
         r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, streamed: contiguous
         blocks of at most :data:`FULL_GRADIENT_BATCH_ROWS` rows read from the entries where they
         are (memory bounded whatever N, data on disk included), each one compiled call, summed
         in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
         estimator."""
-        if self._block_gradient is None:  # one program per model (sgmcmc.programs)
-            self._block_gradient = model_program("block_gradient", self.log_lik, None, partial(_gradient_program, self.log_lik))
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = self._stream_sum(self._block_gradient, params, progress)
+        total = self._stream_sum(self.program("block_gradient", _gradient_program), params, progress)
         if self.log_prior is not None:
             for name, g in value_and_grad(self.log_prior, params)[1].items():
                 total[name] += g.numpy()
@@ -213,12 +219,8 @@ class MinibatchGradient:
     def full_data_log_post_and_gradient(self, params: Params, progress=None) -> tuple[float, Params]:
         r"""One chain: :math:`\log p(\theta|x)` (up to its normalising constant) and its gradient
         over all N rows, streamed as :meth:`full_data_gradient` (one pass)."""
-        if self._block_value_gradient is None:
-            self._block_value_gradient = model_program(
-                "block_value_gradient", self.log_lik, None, partial(_value_gradient_program, self.log_lik)
-            )
         params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = self._stream_sum(self._block_value_gradient, params, progress)
+        total = self._stream_sum(self.program("block_value_gradient", _value_gradient_program), params, progress)
         value = float(total.pop(_VALUE))
         if self.log_prior is not None:
             prior, grads = value_and_grad(self.log_prior, params)
