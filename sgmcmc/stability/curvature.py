@@ -52,11 +52,8 @@ import tensorflow as tf
 from ..errors import StepsizeWarning
 from ..step.methods import METHODS, Method
 from ..graph_options import own_function
-from ..step.dynamics.base import Dynamics
+from ..step.dynamics.base import Arrays, Dynamics, Operator, scaled_operator
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
-
-Arrays = dict[str, np.ndarray]
-Operator = Callable[[Arrays], Arrays]
 
 #: The stability models: the samplers (not CV twins) whose dynamics has a distortion formula.
 DYNAMICS = tuple(
@@ -361,12 +358,6 @@ def _show(stepsize: float | dict) -> str:
     if isinstance(stepsize, dict):
         return "{" + ", ".join(f"{k!r}: {v:.3g}" for k, v in stepsize.items()) + "}"
     return f"{stepsize:.3g}"
-
-
-def scaled_operator(hess: Operator, root: Mapping[str, Any]) -> Operator:
-    r"""The operator :math:`x \mapsto E^{1/2} A E^{1/2} x` for :math:`E^{1/2}` = ``root`` (name ->
-    √stepsize: a number, or an array of the parameter's shape)."""
-    return lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in root}).items()}
 
 
 def _top_scaled(

@@ -55,10 +55,10 @@ covers the check's power iteration stopping early or being run at a slightly dif
   post-run check catches the noise of the curvature estimates (λ_max(HA) > 1 when the pairs are
   noisy or the memory spans too few directions). That noise also makes one H a poor guide: on a
   d = 5 regression λ_max(HA) over 40 snapshots of one chain had median 1.3, 90 % quantile 2.5,
-  maximum 7.1. So μ is the median over :data:`HAMCMC_SNAPSHOTS` matrices: the run's last, then
-  after each of 4 further stretches of M iterations (new pairs each time) continued from the
-  saved state (not counted in the budget; the candidate's chain itself continues from the saved
-  state, so they do not change it). Its SGLD warm-up, unless ``warmup_stepsize`` is
+  maximum 7.1. So μ is the median over 5 matrices (``HAMCMC.preconditioner_snapshots``): the
+  run's last, then after each of 4 further stretches of M iterations (new pairs each time)
+  continued from the saved state (not counted in the budget; the candidate's chain itself
+  continues from the saved state, so they do not change it). Its SGLD warm-up, unless ``warmup_stepsize`` is
   given, runs at the SGLD cap CAP_MARGIN · 0.694/λ_max (at ε on the standardised scale it would
   diverge).
 
@@ -109,11 +109,10 @@ from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 from ..graph_options import own_function
-from ..step.dynamics import HAMCMC
-from ..step.dynamics.hamcmc import lbfgs_pairs, two_loop
 from ..schedules import Schedule
 from ..stability.curvature import (
-    NegativeHessian, _hyper, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, scaled_operator, sd_ratio,
+    NegativeHessian, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, scaled_operator, sd_ratio,
+    stability_model,
 )
 from ..stability.check import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
 
@@ -138,9 +137,6 @@ CAP_POWER_ITERATION = (100, 1e-4, 0)
 
 #: The post-run check of pSGLD and HAMCMC: the CV samplers' own check (30 products, 1e-3).
 AFTER_RUN_POWER_ITERATION = (30, 1e-3, 0)
-
-#: HAMCMC's μ is the median over this many L-BFGS matrices (module docstring: the cap).
-HAMCMC_SNAPSHOTS = 5
 
 
 class _Tunable(Schedule):
@@ -251,8 +247,9 @@ class _Cap:
         self.dynamics = dynamics.stepsize_stability
         self.preconditioned = dynamics.preconditioned
         self.name, self.hess, self.like = name, hess, like
-        value = {key: sampler_kwargs.get(key, defaults.get(key)) for key in ("alpha", "L", "a")}
-        self.hyper = _hyper(self.dynamics, list(like), value["alpha"], value["L"], value["a"])
+        #: The sampler's hyperparameters: those given, else the ``*_setup`` defaults.
+        self.values = {h: sampler_kwargs.get(h, defaults.get(h)) for h in dynamics.hyperparameters if h != "stepsize"}
+        self.hyper = stability_model(self.dynamics).distortion_hyperparameters(list(like), self.values)
         safe = min(largest_safe_mu(self.dynamics, 0.1, **h) for h in self.hyper.values())
         #: The largest scaled curvature a candidate may have.
         self.mu = CAP_MARGIN * safe
@@ -275,16 +272,14 @@ class _Cap:
             for rows, q in self.noise_per_step.items()
         }
 
-    def default_grid(
-        self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int, psgld_lam: float
-    ) -> list[float]:
+    def default_grid(self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int) -> list[float]:
         """``n`` log-spaced candidates up to the cap (plain dynamics; HAMCMC: its cap on the
         standardised scale, where H A ≈ I) or around it (pSGLD: the cap at the predicted
-        preconditioner, ``diag`` = diag(A), rows N and n, pSGLD's λ, the minibatch noise included);
-        for pSGLD and HAMCMC the post-run check decides."""
+        preconditioner, ``diag`` = diag(A), rows N and n, the sampler's hyperparameters, the
+        minibatch noise included); for pSGLD and HAMCMC the post-run check decides."""
         if self.kernel_class.standardised_stepsize:  # HAMCMC: εHA ≈ εI
             return list(np.geomspace(self.mu / 32, self.mu, n))
-        g = self.kernel_class.predicted_preconditioner(diag, n_rows, batch_rows, {"lam": psgld_lam})
+        g = self.kernel_class.predicted_preconditioner(diag, n_rows, batch_rows, self.values)
         if g is not None:  # pSGLD: V ≈ (N/n) diag(A) at stationarity (module docstring)
             mu, q = self.scaled_top(g, batch_rows)  # at ε = 1; both scale with ε
             predicted = CAP_MARGIN * safe_factor(self.dynamics, mu, q, 0.1, **next(iter(self.hyper.values())))
@@ -309,9 +304,15 @@ class _Cap:
 
     def scaled_top(self, steps: Mapping[str, Any], rows: int) -> tuple[float, float]:
         """(μ, q) for a diagonal E: the top scaled curvature and the noise along its direction."""
-        mu, v = _top_scaled(self.hess, self.like, steps, *AFTER_RUN_POWER_ITERATION)
-        noise = self.noise.get(rows)
-        q = 0.0 if noise is None else float(noise({k: np.sqrt(steps[k]) * v[k] for k in v}))
+        root = {k: np.sqrt(steps[k]) for k in self.like}
+        return self._top(scaled_operator(self.hess, root), root, rows)
+
+    def _top(self, operator: Callable, root: Mapping[str, Any] | None, rows: int) -> tuple[float, float]:
+        """(μ, q): the largest eigenvalue of ``operator`` and, where it is :math:`E^{1/2}AE^{1/2}`
+        (``root`` = :math:`E^{1/2}`), the minibatch noise along its top direction (else 0)."""
+        mu, v, _ = largest_eigenvalue(operator, self.like, *AFTER_RUN_POWER_ITERATION)
+        noise = None if root is None else self.noise.get(rows)
+        q = 0.0 if noise is None else float(noise({k: root[k] * v[k] for k in v}))
         return float(mu), q
 
     def before_run(self, eps: float) -> float | None:
@@ -319,44 +320,27 @@ class _Cap:
         return None if self.preconditioned else eps * self.curvature
 
     def after_run(self, eps: float, sampler, rows: int) -> tuple[float, float] | None:
-        """μ of pSGLD (E = εG, at the chain's current preconditioner) or HAMCMC (E = εH, the median
-        over :data:`HAMCMC_SNAPSHOTS` L-BFGS matrices; the sampler runs on, so call it after the
-        state is saved); each chain's, the largest. None for the other dynamics."""
+        """(μ, q) of a preconditioned stepsize at the preconditioner the run reached: the largest
+        over the dynamics' :meth:`~sgmcmc.step.dynamics.base.Dynamics.scaled_curvature_operators`
+        (one per chain, or one bounding all), each the median over its ``preconditioner_snapshots``
+        (read ``preconditioner_renewal`` iterations apart: the sampler runs on, so call it after
+        the state is saved). None for unpreconditioned dynamics."""
         kernel = sampler.kernel
-        if kernel.diagonal_preconditioner:  # pSGLD: G for every chain; the largest entry over chains
-            g = kernel.preconditioner_reached(sampler.kernel_state())  # (a bound for all)
-            return self.scaled_top({k: eps * x for k, x in g.items()}, rows)
-        if isinstance(kernel, HAMCMC):
-            memory = int(sampler.kernel_state()["thetas"].shape[1])
-            snapshots = []
-            for k in range(HAMCMC_SNAPSHOTS):
-                if k:  # M more iterations: every pair renewed; one draw kept (the last)
-                    sample_chain(sampler, memory, False, burn_in=sampler.iteration + memory - 1)
-                pairs = sampler.kernel_state()
-                snapshots.append([self._hamcmc_mu(eps, pairs["s"][c : c + 1], pairs["y"][c : c + 1])
-                                  for c in range(sampler.n_chains)])
-            return float(np.max(np.median(snapshots, axis=0))), 0.0  # each chain's median; the largest
-        return None
-
-    def _hamcmc_mu(self, eps: float, s: tf.Tensor, y: tf.Tensor) -> float:
-        """λ_max(εHA) with H the L-BFGS matrix of the pairs ``s``, ``y`` ``[1, M − 1, D]`` (HA is
-        similar to the symmetric A^½HA^½: real, positive eigenvalues; power iteration on it)."""
-        names = list(self.like)
-        sizes = [self.like[k].size for k in names]
-        rho, _, gamma = lbfgs_pairs(s, y)
-
-        def op(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            ax = self.hess(x)
-            flat = np.concatenate([np.reshape(ax[k], -1) for k in names])[None, :]
-            h = eps * two_loop(tf.constant(flat, s.dtype), s, y, rho, gamma).numpy()[0]
-            parts = np.split(h, np.cumsum(sizes)[:-1])
-            return {k: part.reshape(np.shape(self.like[k])) for k, part in zip(names, parts)}
-
-        return float(largest_eigenvalue(op, self.like, *AFTER_RUN_POWER_ITERATION)[0])
+        if not kernel.preconditioned:
+            return None
+        snapshots = []
+        for k in range(kernel.preconditioner_snapshots):
+            if k:  # every input of the preconditioner renewed; one draw kept (the last)
+                renewal = kernel.preconditioner_renewal(sampler.kernel_state())
+                sample_chain(sampler, renewal, False, burn_in=sampler.iteration + renewal - 1)
+            operators = kernel.scaled_curvature_operators(self.hess, self.like, sampler.kernel_state(), eps)
+            snapshots.append([self._top(op, root, rows) for op, root in operators])
+        mu, q = np.max(np.median(snapshots, axis=0), axis=0)  # each operator's median; the largest
+        return float(mu), float(q)
 
     def reason(self, mu: float, q: float = 0.0) -> str:
         """Why a candidate with scaled curvature ``mu`` and noise ``q`` was excluded."""
-        what = {"psgld": "stepsize × preconditioner", "hamcmc": "stepsize × L-BFGS matrix"}.get(self.name, "stepsize")
+        what = self.kernel_class.curvature_scale
         ratio = sd_ratio(self.dynamics, mu, noise=q, **next(iter(self.hyper.values())))
         noise = f" with the minibatch noise (q = {q:.3g})" if q > 0 else ""
         stretch = "unstable" if not np.isfinite(ratio) else f"sd ×{ratio:.3g} along the stiffest direction{noise}"
@@ -532,8 +516,7 @@ class _Search:
         run); refuses when none is left."""
         cap, rows, sizes = self.cap, self.rows, self.sizes
         if stepsizes is None:
-            lam = self.sampler_kwargs.get("lam", self.signature["lam"].default if "lam" in self.signature else 0.0)
-            stepsizes = cap.default_grid(n_candidates, self.scale, self.n_rows, max(rows.values()), lam)
+            stepsizes = cap.default_grid(n_candidates, self.scale, self.n_rows, max(rows.values()))
         stepsizes = [float(e) for e in stepsizes]
         if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
             raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")

@@ -6,10 +6,23 @@ public arguments (:class:`Dynamics`) — never the method's name. The kernel pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, NamedTuple
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
+
+import numpy as np
 
 from ... import checks
 from . import distortion as _distortion
+
+
+Arrays = dict[str, np.ndarray]
+#: A linear map on parameter-shaped arrays (name -> array), e.g. x ↦ Ax with A the negative Hessian.
+Operator = Callable[[Arrays], Arrays]
+
+
+def scaled_operator(hess: Operator, root: Mapping[str, Any]) -> Operator:
+    r"""The operator :math:`x \mapsto E^{1/2} A E^{1/2} x` for :math:`E^{1/2}` = ``root`` (name ->
+    √stepsize: a number, or an array of the parameter's shape) and A = ``hess``."""
+    return lambda x: {k: root[k] * y for k, y in hess({k: root[k] * x[k] for k in root}).items()}
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,7 @@ class Dynamics:
         docs/DESIGN.md).
     estimators
         The estimator names it works with (None: all).
-    stepsize_stability, preconditioned, diagonal_preconditioner
+    stepsize_stability, preconditioned, diagonal_preconditioner, curvature_scale, preconditioner_snapshots
         How the stepsize check and ``tune_stepsize`` judge its stepsize.
     shard_refusal
         Why its rows cannot be sharded across workers, or None (SPEC §12).
@@ -131,6 +144,12 @@ class Dynamics:
     #: The preconditioner is diagonal and :meth:`preconditioner_reached` reads it from the kernel
     #: state (pSGLD); False: no preconditioner, or not a diagonal one (HAMCMC's L-BFGS matrix).
     diagonal_preconditioner: ClassVar[bool] = False
+    #: What multiplies the curvature in the scaled curvature μ, in the tuner's reasons for
+    #: excluding a stepsize ("stepsize × preconditioner").
+    curvature_scale: ClassVar[str] = "stepsize"
+    #: The tuner's μ after a run is the median over this many preconditioners, read
+    #: :meth:`preconditioner_renewal` iterations apart (where one is too noisy an estimate).
+    preconditioner_snapshots: ClassVar[int] = 1
     shard_refusal: ClassVar[str | None] = None
     #: The public functions' documentation and argument layout (None: no public functions).
     public: ClassVar[PublicFunctions | None] = None
@@ -173,6 +192,29 @@ class Dynamics:
         (from :meth:`sgmcmc.run.sampler.Sampler.kernel_state`), where
         :attr:`diagonal_preconditioner`; None otherwise."""
         return None
+
+    def preconditioner_renewal(self, kernel_state: Mapping[str, Any]) -> int:
+        """Iterations after which the preconditioner of ``kernel_state`` depends on none of the
+        states it was built from (the spacing of :attr:`preconditioner_snapshots`)."""
+        return 1
+
+    def scaled_curvature_operators(
+        self, hess: Operator, like: Arrays, kernel_state: Mapping[str, Any], eps: float
+    ) -> list[tuple[Operator, Arrays | None]]:
+        r"""Operators whose largest eigenvalue is the scaled curvature μ a run has reached with
+        stepsize ``eps`` (:mod:`sgmcmc.tuning.stepsize_search`, the cap): one per chain, or one
+        bounding every chain; μ is the largest of theirs. ``hess`` is x ↦ Ax (A the negative
+        Hessian), ``like`` zeros of the parameters' shapes, ``kernel_state`` as
+        :meth:`preconditioner_reached` reads it. Each comes with :math:`E^{1/2}` (name -> array)
+        where it is the symmetric :math:`E^{1/2}AE^{1/2}` (the tuner then weighs the minibatch
+        noise along its top direction), or None (the noise not modelled). The default: E = ε G with
+        G the diagonal :meth:`preconditioner_reached` (its largest over chains: one operator);
+        none without one."""
+        g = self.preconditioner_reached(kernel_state)
+        if g is None:
+            return []
+        root = {k: np.sqrt(eps * g[k]) for k in like}
+        return [(scaled_operator(hess, root), root)]
 
     # -- what the stepsize check and the tuner read (classes with a stepsize_stability) ----------
     @classmethod

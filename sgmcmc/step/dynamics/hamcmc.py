@@ -61,13 +61,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from typing import Any, ClassVar, Mapping
 
 from ... import checks
 from ..contract import Estimate, Estimator, Params, stepsize_at
-from .base import Dynamics, KernelContext, PublicFunctions
+from .base import Arrays, Dynamics, KernelContext, Operator, PublicFunctions
 
 _CURVATURE_TOL = 1e-8
 
@@ -235,6 +236,9 @@ class HAMCMC(Dynamics):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "memory", "damping", "warmup_stepsize")
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the stepsize times the L-BFGS matrix
     preconditioned: ClassVar[bool] = True
+    curvature_scale: ClassVar[str] = "stepsize × L-BFGS matrix"
+    #: One L-BFGS matrix gives a noisy μ (module docstring of :mod:`sgmcmc.tuning.stepsize_search`).
+    preconditioner_snapshots: ClassVar[int] = 5
     defaults: ClassVar[dict[str, Any]] = {"memory": None, "damping": 0.0, "warmup_stepsize": None}
     standardised_stepsize: ClassVar[bool] = True
     plain_cap_hyperparameter: ClassVar[str | None] = "warmup_stepsize"
@@ -243,6 +247,34 @@ class HAMCMC(Dynamics):
     def gradient_evaluations(self) -> int:
         """Two points on each minibatch (the pair's gradients)."""
         return 2
+
+    def preconditioner_renewal(self, kernel_state: Mapping[str, Any]) -> int:
+        """M, the memory in use: after M iterations every pair is renewed."""
+        return int(kernel_state["thetas"].shape[1])
+
+    def scaled_curvature_operators(
+        self, hess: Operator, like: Arrays, kernel_state: Mapping[str, Any], eps: float
+    ) -> list[tuple[Operator, Arrays | None]]:
+        """Per chain, x ↦ εH(Ax) with H the L-BFGS matrix of its pairs (HA is similar to the
+        symmetric A^½HA^½: real, positive eigenvalues); the minibatch noise is not modelled."""
+        names = list(like)
+        sizes = [like[k].size for k in names]
+        pairs = kernel_state["s"], kernel_state["y"]
+
+        def chain_operator(c: int) -> Operator:
+            s, y = (x[c : c + 1] for x in pairs)  # [1, M − 1, D]
+            rho, _, gamma = lbfgs_pairs(s, y)
+
+            def op(x: Arrays) -> Arrays:
+                ax = hess(x)
+                flat = np.concatenate([np.reshape(ax[k], -1) for k in names])[None, :]
+                h = eps * two_loop(tf.constant(flat, s.dtype), s, y, rho, gamma).numpy()[0]
+                parts = np.split(h, np.cumsum(sizes)[:-1])
+                return {k: part.reshape(np.shape(like[k])) for k, part in zip(names, parts)}
+
+            return op
+
+        return [(chain_operator(c), None) for c in range(int(pairs[0].shape[0]))]
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "HAMCMC":

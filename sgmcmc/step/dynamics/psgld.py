@@ -60,6 +60,7 @@ class PSGLD(Dynamics):
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the preconditioned stepsize
     preconditioned: ClassVar[bool] = True
     diagonal_preconditioner: ClassVar[bool] = True
+    curvature_scale: ClassVar[str] = "stepsize × preconditioner"
     defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
 
     @classmethod
