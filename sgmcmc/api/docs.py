@@ -1,8 +1,11 @@
 """The parameter documentation the public functions share, written once.
 
 Each public function has a literal docstring for what is its own (the update, its equation and
-paper, its own arguments); :func:`shared_sections` appends the sections below at definition, so
-``help(sgmcmc.sgld)`` and editors that run the code show the whole story.
+paper); :func:`shared_sections` appends the sections below at definition, so
+``help(sgmcmc.sgld)`` and editors that run the code show the whole story. A parameter has one
+numpy entry, ``name : type`` and its description; the generator (:mod:`sgmcmc.api.generate`)
+puts the pieces of the "Parameters" section in the signature's order, the dynamics'
+hyperparameters (``PublicFunctions.parameter_docs``) between them.
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from typing import Callable, TypeVar
 
 F = TypeVar("F", bound=Callable)
 
-_MINIBATCH_SEED_DTYPE = """    minibatch_size : float or int
+_MINIBATCH = """    minibatch_size : float or int
         A proportion of N in (0, 1), or a count of rows.
-    seed : int, optional
+"""
+
+_SEED_DTYPE = """    seed : int, optional
         Makes the run reproducible; None draws fresh randomness.
     dtype : tf.DType, keyword-only
         ``tf.float32`` (default) or ``tf.float64``.
 """
 
-_MODEL_PARAMETERS = """
+#: The "Parameters" section's start: the model (``log_lik``, ``dataset``, ``params``).
+MODEL_PARAMETERS = """
     Parameters
     ----------
     log_lik : callable
@@ -33,15 +39,34 @@ _MODEL_PARAMETERS = """
         ``n_chains`` dicts starts chain k at dict k.
 """
 
-_STEPSIZE = """    stepsize : float or dict
+STEPSIZE = """    stepsize : float or dict
         ε: one number for all parameters, or a dict with exactly the names of ``params``.
 """
 
-_PRIOR_AND_SETUP = (
+#: After the leading hyperparameters (and the CV twins' ``opt_stepsize``).
+PRIOR_AND_MINIBATCH = (
     """    log_prior : callable, optional
         ``log_prior(params)``, a scalar tensor; None is a flat prior.
 """
-    + _MINIBATCH_SEED_DTYPE
+    + _MINIBATCH
+)
+
+#: The control-variate twins' own arguments (the mode search, :func:`sgmcmc.init_sess`).
+OPT_STEPSIZE = """    opt_stepsize : float or dict, optional
+        The stepsize of the SGD mode search (None: chosen from the curvature at the first start,
+        :func:`sgmcmc.run.mode_search.auto_opt_stepsize`).
+"""
+N_ITERS_OPT = """    n_iters_opt : int
+        The SGD steps of the mode search; 0 anchors the control variate at the first start (no
+        mode search).
+"""
+MODE_SEARCH_VERBOSE = """    verbose : bool
+        The default for :func:`sgmcmc.init_sess`'s progress of the mode search (R).
+"""
+
+#: After the other hyperparameters (and the CV twins' ``n_iters_opt``, ``verbose``).
+SETUP_OPTIONS = (
+    _SEED_DTYPE
     + """    n_chains : int, keyword-only
         K chains stepped together in one compiled loop, each with its own minibatches and noise.
     constraints : dict, keyword-only
@@ -64,18 +89,18 @@ _PRIOR_AND_SETUP = (
         naming a safe one; a stable one that stretches the sd by more than 10 % warns
         (:class:`~sgmcmc.StepsizeWarning`). False skips the check. (pSGLD, HAMCMC, OSGLD and
         BAOAB are not checked.)
-    minibatch_replace : bool, keyword-only
+"""
+)
+
+#: The "Parameters" section's last entry (after any other parameter of the dynamics' own).
+MINIBATCH_REPLACE = """    minibatch_replace : bool, keyword-only
         False (default): each minibatch is n distinct rows (SPEC §3). True: n rows drawn i.i.d.
         uniformly with replacement (one random draw, as the JAX libraries do); the N/n scaling
         keeps the estimate unbiased.
 """
-)
 
-SETUP_PARAMETERS = _MODEL_PARAMETERS + _STEPSIZE + _PRIOR_AND_SETUP
-#: The same for a dynamics without a stepsize (OSGLD); its own parameters follow.
-SETUP_PARAMETERS_NO_STEPSIZE = _MODEL_PARAMETERS + _PRIOR_AND_SETUP
-
-ESTIMATOR_OPTIONS = r"""
+ESTIMATOR_OPTIONS = (
+    r"""
     Gradient estimators (keyword-only; SPEC §8, :mod:`sgmcmc.step.estimators`)
     -----------------------------------------------------------------------
     estimator : {"plain", "cv", "svrg", "saga"} or EstimatorSpec
@@ -91,9 +116,10 @@ ESTIMATOR_OPTIONS = r"""
         ``"saga"``: :math:`g = \nabla\log p(\theta) + \sum_i\phi_i + \frac{N}{n}\sum_{i\in S}(\nabla\log p(x_i|\theta) - \phi_i)`,
         then :math:`\phi_i \leftarrow \nabla\log p(x_i|\theta)` for i ∈ S; the table φ (N × dim per
         chain) starts at the per-row gradients at the start (Dubey et al. 2016).
-    opt_stepsize, n_iters_opt
-        The SGD mode search of ``"cv"`` (see :func:`sgldcv_setup`).
-    svrg_period : int
+"""
+    + OPT_STEPSIZE
+    + N_ITERS_OPT
+    + r"""    svrg_period : int
         Iterations between SVRG's anchor refreshes (default 100).
     max_memory : float
         Bytes SAGA's table may use (default 2 GiB): K·N·dim·bytes-per-number above it is refused
@@ -102,17 +128,25 @@ ESTIMATOR_OPTIONS = r"""
     minibatch the first point refreshes SVRG's anchor / updates SAGA's table and both see the
     state from before (see :mod:`sgmcmc.step.estimators.variance_reduced`).
 """
+)
 
-CHAIN_OPTIONS = """
+_CHAIN_LENGTH = """
     Chain options
     -------------
     n_iters : int
         Iterations to run.
     verbose : bool
         Show progress (and the mode search's, for the CV samplers).
-    burn_in, thin : int, keyword-only
-        Keep iterations ``burn_in + thin``, ``burn_in + 2·thin``, … (SPEC §7).
-    store_gradients : bool, keyword-only
+    burn_in : int, keyword-only
+        Iterations run before any is kept: iterations ``burn_in + thin``, ``burn_in + 2·thin``, …
+        are kept (SPEC §7).
+    thin : int, keyword-only
+        Every ``thin``-th iteration after ``burn_in`` is kept.
+"""
+
+CHAIN_OPTIONS = (
+    _CHAIN_LENGTH
+    + """    store_gradients : bool, keyword-only
         Also keep the estimator's gradient at every kept sample (``Samples.gradients``).
     checkpoint_dir : str or path, keyword-only
         Long runs (SPEC §10): the state and the samples kept so far are saved there every
@@ -126,6 +160,7 @@ CHAIN_OPTIONS = """
     checkpoint_every : int, keyword-only
         Iterations between checkpoints.
 """
+)
 
 #: After :data:`CHAIN_OPTIONS` and the dynamics' own run options.
 CHAIN_RETURNS = """
@@ -187,7 +222,8 @@ SIMPLEX_PARAMETERS = (
         The Dirichlet prior's concentrations (> 0): a number, an array broadcastable to the
         parameter's shape (per component), or a dict of those by parameter name.
 """
-    + _MINIBATCH_SEED_DTYPE
+    + _MINIBATCH
+    + _SEED_DTYPE
     + """    n_chains : int, keyword-only
         K chains in one compiled loop, each with its own minibatches and seeds.
     minibatch_replace : bool, keyword-only
@@ -208,15 +244,16 @@ SIMPLEX_PARAMETERS = (
 """
 )
 
-SIMPLEX_CHAIN = """
-    Chain options (keyword-only, SPEC §7): ``n_chains``, ``burn_in`` and ``thin`` as for :func:`sgld`.
-
+SIMPLEX_CHAIN = (
+    _CHAIN_LENGTH
+    + """
     Returns
     -------
     Samples
         Samples of ω: name -> array ``(n_kept, *shape)`` for one chain, ``(n_chains, n_kept,
         *shape)`` for several; every sample on the simplex. ``gradients`` is None.
 """
+)
 
 
 def shared_sections(*sections: str) -> Callable[[F], F]:

@@ -45,10 +45,16 @@ from .docs import (
     CHAIN_RETURNS,
     DISTRIBUTE_OPTIONS,
     ESTIMATOR_OPTIONS,
-    SETUP_PARAMETERS,
-    SETUP_PARAMETERS_NO_STEPSIZE,
+    MINIBATCH_REPLACE,
+    MODE_SEARCH_VERBOSE,
+    MODEL_PARAMETERS,
+    N_ITERS_OPT,
+    OPT_STEPSIZE,
+    PRIOR_AND_MINIBATCH,
+    SETUP_OPTIONS,
     SIMPLEX_CHAIN,
     SIMPLEX_PARAMETERS,
+    STEPSIZE,
     shared_sections,
 )
 from .options import Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
@@ -78,14 +84,20 @@ def _kind(method: Method) -> str:
     return "cv" if method.control_variate else "gradient"
 
 
+def _hyperparameters(method: Method, where: str) -> tuple[str, ...]:
+    """The hyperparameters ``where`` "leading" (after ``params``) or "rest" (after ``minibatch_size``)."""
+    dynamics = method.dynamics
+    leading = dynamics.public.leading if dynamics.public.leading is not None else tuple(
+        h for h in dynamics.hyperparameters if h not in dynamics.defaults
+    )
+    return leading if where == "leading" else tuple(h for h in dynamics.hyperparameters if h not in leading)
+
+
 def _hyper_args(method: Method, where: str) -> str:
     """The hyperparameters' lines: ``where`` "leading" (after ``params``) or "rest"."""
     dynamics = method.dynamics
     public = dynamics.public
-    leading = public.leading if public.leading is not None else tuple(
-        h for h in dynamics.hyperparameters if h not in dynamics.defaults
-    )
-    names = leading if where == "leading" else tuple(h for h in dynamics.hyperparameters if h not in leading)
+    names = _hyperparameters(method, where)
     lines = []
     for h in names:
         annotation = "PerParameter" if h == "stepsize" else public.argument_types[h]
@@ -147,6 +159,32 @@ def _signature(method: Method, whole: bool) -> str:
     return out + DISTRIBUTE + f") -> {'Samples' if whole else 'Sampler'}:\n"
 
 
+def _parameter_entries(method: Method, whole: bool) -> list[str]:
+    """The "Parameters" section's pieces in the signature's order (:func:`_signature`): the shared
+    ones of :mod:`sgmcmc.api.docs` and each hyperparameter's entry (a whole-chain function's
+    ``n_iters`` is in its chain options)."""
+    public = method.dynamics.public
+    record = f"{method.dynamics.__name__}.public"
+    cv = _kind(method) == "cv"
+
+    def entry(h: str) -> str:
+        if h == "stepsize":
+            return "STEPSIZE"
+        if h not in public.parameter_docs:
+            raise ValueError(f"{record}.parameter_docs has no entry for the hyperparameter {h!r}")
+        return f'{record}.parameter_docs["{h}"]'
+
+    pieces = ["MODEL_PARAMETERS"] + [entry(h) for h in _hyperparameters(method, "leading")]
+    pieces += (["OPT_STEPSIZE"] if cv else []) + ["PRIOR_AND_MINIBATCH"]
+    pieces += [entry(h) for h in _hyperparameters(method, "rest") if not (whole and h == "n_iters")]
+    if cv:
+        pieces += ["N_ITERS_OPT"] if whole else ["N_ITERS_OPT", "MODE_SEARCH_VERBOSE"]
+    pieces.append("SETUP_OPTIONS")
+    if public.other_parameter_docs:
+        pieces.append(f"{record}.other_parameter_docs")
+    return pieces + ["MINIBATCH_REPLACE"]
+
+
 def _sections(method: Method, whole: bool) -> str:
     kind = _kind(method)
     if kind == "simplex":
@@ -154,13 +192,9 @@ def _sections(method: Method, whole: bool) -> str:
     else:
         public = method.dynamics.public
         record = f"{method.dynamics.__name__}.public"
-        notes, parameters = (public.run_notes, public.run_parameter_docs) if whole else (
-            public.setup_notes, public.setup_parameter_docs)
+        notes = public.run_notes if whole else public.setup_notes
         sections = [f"{record}.{'run' if whole else 'setup'}_notes"] if notes else []
-        stepsize = "stepsize" in method.dynamics.hyperparameters
-        sections.append("SETUP_PARAMETERS" if stepsize else "SETUP_PARAMETERS_NO_STEPSIZE")
-        if parameters:
-            sections.append(f"{record}.{'run' if whole else 'setup'}_parameter_docs")
+        sections += _parameter_entries(method, whole)
         if kind == "gradient" and _all_estimators(method):
             sections.append("ESTIMATOR_OPTIONS")
         if whole:
@@ -223,7 +257,7 @@ def _body(method: Method, whole: bool) -> str:
 def _references_record(method: Method) -> bool:
     public = method.dynamics.public
     return bool(
-        public.setup_notes or public.run_notes or public.setup_parameter_docs or public.run_parameter_docs
+        public.setup_notes or public.run_notes or public.parameter_docs or public.other_parameter_docs
         or public.run_option_docs
     )
 

@@ -22,17 +22,23 @@ from .docs import (
     CHAIN_RETURNS,
     DISTRIBUTE_OPTIONS,
     ESTIMATOR_OPTIONS,
-    SETUP_PARAMETERS,
-    SETUP_PARAMETERS_NO_STEPSIZE,
+    MINIBATCH_REPLACE,
+    MODE_SEARCH_VERBOSE,
+    MODEL_PARAMETERS,
+    N_ITERS_OPT,
+    OPT_STEPSIZE,
+    PRIOR_AND_MINIBATCH,
+    SETUP_OPTIONS,
     SIMPLEX_CHAIN,
     SIMPLEX_PARAMETERS,
+    STEPSIZE,
     shared_sections,
 )
 from .options import Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
 from .runs import run_whole_chain
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -68,7 +74,7 @@ def sgld_setup(
     return build_sampler(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -111,7 +117,7 @@ def sgld(
     return run_whole_chain(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -141,8 +147,7 @@ def sghmc_setup(
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
     :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
-    An iteration costs about ``L`` SGLD iterations. ``alpha`` is a number or a dict like
-    ``stepsize``; other arguments as :func:`sgld_setup`.
+    Other arguments as :func:`sgld_setup`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -152,7 +157,7 @@ def sghmc_setup(
     return build_sampler(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -197,7 +202,7 @@ def sghmc(
     return run_whole_chain(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sgnht_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -236,7 +241,7 @@ def sgnht_setup(
     return build_sampler(METHODS["sgnht"], dict(stepsize=stepsize, a=a), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgnht(
     log_lik: LogLik,
     dataset: Dataset,
@@ -280,7 +285,7 @@ def sgnht(
     return run_whole_chain(METHODS["sgnht"], dict(stepsize=stepsize, a=a), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def sgldcv_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -304,12 +309,9 @@ def sgldcv_setup(
 ) -> Sampler:
     r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
-    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (None:
-    chosen from the curvature, :func:`sgmcmc.run.mode_search.auto_opt_stepsize`; from
-    the first start; one mode search and one full-data gradient shared by all chains);
-    ``n_iters_opt=0`` anchors the control variate at the first start (no mode search).
-    ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as
-    :func:`sgld_setup`.
+    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
+    the first start; one mode search and one full-data gradient shared by all chains). Other
+    arguments as :func:`sgld_setup`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
@@ -317,7 +319,7 @@ def sgldcv_setup(
     return build_sampler(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, N_ITERS_OPT, SETUP_OPTIONS, MINIBATCH_REPLACE, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgldcv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -355,7 +357,7 @@ def sgldcv(
     return run_whole_chain(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def sghmccv_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -388,7 +390,7 @@ def sghmccv_setup(
     return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, SETUP_OPTIONS, MINIBATCH_REPLACE, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmccv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -428,7 +430,7 @@ def sghmccv(
     return run_whole_chain(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def sgnhtcv_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -460,7 +462,7 @@ def sgnhtcv_setup(
     return build_sampler(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], N_ITERS_OPT, SETUP_OPTIONS, MINIBATCH_REPLACE, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgnhtcv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -499,7 +501,7 @@ def sgnhtcv(
     return run_whole_chain(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def psgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -532,7 +534,7 @@ def psgld_setup(
     and is updated before it is used. Deviations: Li et al. build V from the mean per-row
     gradient g/N, which only rescales ε and λ (their (ε, λ) are our (εN, λN)); the correction
     term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
-    ε → 0. ``beta`` in [0, 1), ``lam`` > 0. Other arguments as :func:`sgld_setup`.
+    ε → 0. Other arguments as :func:`sgld_setup`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -542,7 +544,7 @@ def psgld_setup(
     return build_sampler(METHODS["psgld"], dict(stepsize=stepsize, beta=beta, lam=lam), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def psgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -587,7 +589,7 @@ def psgld(
     return run_whole_chain(METHODS["psgld"], dict(stepsize=stepsize, beta=beta, lam=lam), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def hamcmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -655,7 +657,7 @@ def hamcmc_setup(
     return build_sampler(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def hamcmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -701,7 +703,7 @@ def hamcmc(
     return run_whole_chain(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS_NO_STEPSIZE, OSGLD.public.setup_parameter_docs, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def osgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -761,7 +763,7 @@ def osgld_setup(
     return build_sampler(METHODS["osgld"], dict(c=c), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS_NO_STEPSIZE, OSGLD.public.run_parameter_docs, CHAIN_OPTIONS, OSGLD.public.run_option_docs, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, MINIBATCH_REPLACE, CHAIN_OPTIONS, OSGLD.public.run_option_docs, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def osgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -802,7 +804,7 @@ def osgld(
     return run_whole_chain(METHODS["osgld"], dict(c=c, auto_burn_in=auto_burn_in, max_burn_in=max_burn_in), model, setup, estimator, chain)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def baoab_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -835,8 +837,7 @@ def baoab_setup(
     next opening kick share it). For a Gaussian posterior and the exact gradient the positions'
     stationary distribution is exact at any stable h (h < 2σ_min), where SGLD's is biased; with
     minibatches the gradient noise adds variance as for every SG-MCMC method. ``stepsize`` is h
-    (a number, a dict or a schedule), ``gamma`` the friction (a number or a dict, > 0; the
-    Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.step.dynamics.baoab`.
+    (a number, a dict or a schedule). See :mod:`sgmcmc.step.dynamics.baoab`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -846,7 +847,7 @@ def baoab_setup(
     return build_sampler(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator)
 
 
-@shared_sections(SETUP_PARAMETERS, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def baoab(
     log_lik: LogLik,
     dataset: Dataset,
@@ -890,7 +891,7 @@ def baoab(
     return run_whole_chain(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator, chain)
 
 
-@shared_sections(CSGLD.public.setup_notes, SETUP_PARAMETERS, CSGLD.public.setup_parameter_docs, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGLD.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_iters"], CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def csgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -930,7 +931,7 @@ def csgld_setup(
     return build_sampler(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
 
 
-@shared_sections(CSGLD.public.run_notes, SETUP_PARAMETERS, CSGLD.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGLD.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -975,7 +976,7 @@ def csgld(
     return run_whole_chain(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
 
 
-@shared_sections(CSGHMC.public.setup_notes, SETUP_PARAMETERS, CSGHMC.public.setup_parameter_docs, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_iters"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def csghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1011,8 +1012,6 @@ def csghmc_setup(
     :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick); in its exploration
     stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
     :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
-    ``alpha`` is a number or a dict like ``stepsize``; an iteration costs about ``L`` SGLD
-    iterations.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
@@ -1022,7 +1021,7 @@ def csghmc_setup(
     return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
 
 
-@shared_sections(CSGHMC.public.run_notes, SETUP_PARAMETERS, CSGHMC.public.run_parameter_docs, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csghmc(
     log_lik: LogLik,
     dataset: Dataset,

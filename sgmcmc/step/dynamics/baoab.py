@@ -49,6 +49,10 @@ class BAOAB(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="BAOAB",
         argument_types={"gamma": "PerParameter"},
+        parameter_docs={"gamma": """    gamma : float or dict
+        γ > 0, the friction: a number, or a dict like ``stepsize`` (the Ornstein–Uhlenbeck step
+        is exact, so any γ is stable).
+"""},
         setup_doc=r"""Set up BAOAB Langevin dynamics (Leimkuhler & Matthews 2013; SGMCMCJax's ``baoab``): with
     momentum v kept between iterations, each iteration is a half kick
     :math:`v \leftarrow v + \frac{h}{2}g(\theta)`, a half drift :math:`\theta \leftarrow \theta + \frac{h}{2}v`,
@@ -57,8 +61,7 @@ class BAOAB(Dynamics):
     next opening kick share it). For a Gaussian posterior and the exact gradient the positions'
     stationary distribution is exact at any stable h (h < 2σ_min), where SGLD's is biased; with
     minibatches the gradient noise adds variance as for every SG-MCMC method. ``stepsize`` is h
-    (a number, a dict or a schedule), ``gamma`` the friction (a number or a dict, > 0; the
-    Ornstein–Uhlenbeck step is exact, so any γ is stable). See :mod:`sgmcmc.step.dynamics.baoab`.
+    (a number, a dict or a schedule). See :mod:`sgmcmc.step.dynamics.baoab`.
     """,
     )
 

@@ -57,10 +57,13 @@ class PublicFunctions:
         whole-chain function's length.
     setup_notes, run_notes
         Sections appended after the ``*_setup`` / whole-chain docstring, before the parameters.
-    setup_parameter_docs, run_parameter_docs
-        Numpy-style entries for the hyperparameters (and any parameter whose meaning is the
-        dynamics' own), after the shared parameters (which omit ``stepsize`` for a dynamics
-        without one).
+    parameter_docs
+        Each hyperparameter's numpy-style entry (``"    name : type\n        description\n"``),
+        but ``stepsize``'s (shared, :mod:`sgmcmc.api.docs`): the generator places it in the
+        "Parameters" section at the hyperparameter's place in the signature.
+    other_parameter_docs
+        Numpy-style entries for shared parameters whose meaning is the dynamics' own (OSGLD's
+        ``estimator``), after the shared setup options.
     """
 
     label: str
@@ -74,8 +77,8 @@ class PublicFunctions:
     argument_defaults: Mapping[str, str] = field(default_factory=dict)
     setup_notes: str = ""
     run_notes: str = ""
-    setup_parameter_docs: str = ""
-    run_parameter_docs: str = ""
+    parameter_docs: Mapping[str, str] = field(default_factory=dict)
+    other_parameter_docs: str = ""
 
 
 @dataclass(frozen=True)

@@ -138,27 +138,29 @@ _KEPT = r"""
     is refused (not supported yet: the run is one segment per cycle).
 """
 
-_N_ITERS = r"""    n_iters : int
+_CYCLE_PARAMETERS = {
+    "n_iters": r"""    n_iters : int
         K, the iterations the cycles divide (a whole-chain run runs them).
-"""
-
-_CYCLES = r"""    n_cycles : int
+""",
+    "n_cycles": r"""    n_cycles : int
         M, a whole number at most ``n_iters``.
-    exploration : float
+""",
+    "exploration": r"""    exploration : float
         β in [0, 1): the fraction of each cycle run without noise.
-"""
+""",
+}
 
 
-def _cyclical_public(**own: Any) -> PublicFunctions:
+def _cyclical_public(plain: PublicFunctions, **own: Any) -> PublicFunctions:
     """The public functions' record of a cyclical sampler: its own label, argument types and
-    docstrings, and what both share (the schedule and kept-draw sections, ``n_iters``'s default)."""
+    docstrings, the hyperparameter entries of ``plain`` (the dynamics it switches: SGLD's,
+    SGHMC's) and what both share (the schedule and kept-draw sections, ``n_iters``'s default)."""
     return PublicFunctions(
         leading=("stepsize",),
         argument_defaults={"n_iters": "Chain.n_iters"},
         setup_notes=_SCHEDULE + _STEP_BY_STEP,
         run_notes=_SCHEDULE + _KEPT,
-        setup_parameter_docs=_N_ITERS + _CYCLES,
-        run_parameter_docs=_CYCLES,
+        parameter_docs={**plain.parameter_docs, **_CYCLE_PARAMETERS},
         **own,
     )
 
@@ -205,6 +207,7 @@ class CSGLD(_Cyclical, SGLD):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "n_iters", "n_cycles", "exploration")
     defaults: ClassVar[dict[str, Any]] = CYCLICAL_DEFAULTS
     public: ClassVar[PublicFunctions] = _cyclical_public(
+        SGLD.public,
         label="cSGLD",
         argument_types={"n_iters": "int", "n_cycles": "int", "exploration": "float"},
         run_doc=r"""Run cSGLD for ``n_iters`` iterations: the set-up and update of :func:`csgld_setup`, then
@@ -234,6 +237,7 @@ class CSGHMC(_Cyclical, SGHMC):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L", "n_iters", "n_cycles", "exploration")
     defaults: ClassVar[dict[str, Any]] = {**SGHMC.defaults, **CYCLICAL_DEFAULTS}
     public: ClassVar[PublicFunctions] = _cyclical_public(
+        SGHMC.public,
         label="cSGHMC",
         argument_types={"alpha": "PerParameter", "L": "int", "n_iters": "int", "n_cycles": "int", "exploration": "float"},
         run_doc=r"""Run cSGHMC for ``n_iters`` iterations: the set-up and update of :func:`csghmc_setup`, then
@@ -246,8 +250,6 @@ class CSGHMC(_Cyclical, SGHMC):
     :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick); in its exploration
     stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
     :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
-    ``alpha`` is a number or a dict like ``stepsize``; an iteration costs about ``L`` SGLD
-    iterations.
     """,
     )
 

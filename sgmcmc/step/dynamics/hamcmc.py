@@ -194,6 +194,19 @@ class HAMCMC(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="HAMCMC",
         argument_types={"memory": "int | None", "damping": "float", "warmup_stepsize": "PerParameter | None"},
+        parameter_docs={
+            "memory": """    memory : int or None
+        M >= 2: the last M samples are kept, giving the M − 1 pairs of the L-BFGS matrix (None,
+        the default: min(d + 1, 50) for d parameters; how to choose: :func:`hamcmc_setup`).
+""",
+            "damping": """    damping : float
+        λ >= 0, added to each pair's curvature (y ← y + λs): the L-BFGS matrix then approximates
+        (∇²U + λI)⁻¹.
+""",
+            "warmup_stepsize": """    warmup_stepsize : float or dict, optional
+        The stepsize of the first 2M iterations, SGLD steps (None, the default: ``stepsize``).
+""",
+        },
         setup_doc=r"""Set up Hessian-approximated MCMC (Şimşekli et al. 2016, Eq. 10, Algorithm 1; SPEC §8),
     on all parameters flattened into one vector per chain. With M = ``memory`` >= 2:
     :math:`\theta_t = \theta_{t-M} + \frac{\epsilon}{2} H_t g_{\Omega_t}(\theta_{t-M}) + \sqrt\epsilon S_t z`,

@@ -167,10 +167,11 @@ def _tiny(dtype: tf.DType) -> float:
 
 
 # -- the public functions' documentation (sgmcmc/api/samplers.py is generated from it) ------------
-_OWN_PARAMETERS = r"""    c : float
+_C = r"""    c : float
         In (0, 1]: the cap on k (Eq. 16; 0.1 "works very well", El hanchi 2018). Larger c, faster
         mixing, larger discretisation error away from Gaussianity.
-    estimator : str, keyword-only
+"""
+_ESTIMATOR = r"""    estimator : str, keyword-only
         ``"plain"`` only (accepted for a uniform signature; any other value is refused): the
         noise correction assumes plain minibatch noise.
 """
@@ -213,8 +214,8 @@ class OSGLD(Dynamics):
         With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
         beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
 """,
-        setup_parameter_docs=_OWN_PARAMETERS,
-        run_parameter_docs=_OWN_PARAMETERS,
+        parameter_docs={"c": _C},
+        other_parameter_docs=_ESTIMATOR,
         setup_doc=r"""Set up optimal preconditioned SGLD, OSGLD (El hanchi 2018 §2.3, Algorithm 1 "OSGFS";
     El hanchi 2019; SPEC §8) for near-Gaussian posteriors. No stepsize. All parameters are
     flattened into one vector θ ∈ R^d per chain; with g the plain minibatch estimate of the

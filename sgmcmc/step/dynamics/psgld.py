@@ -42,6 +42,14 @@ class PSGLD(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="pSGLD",
         argument_types={"beta": "float", "lam": "float"},
+        parameter_docs={
+            "beta": """    beta : float
+        β in [0, 1): the decay of V, the running average of g ⊙ g.
+""",
+            "lam": """    lam : float
+        λ > 0, added to √V in G = 1/(λ + √V) (so G ≤ 1/λ).
+""",
+        },
         setup_doc=r"""Set up preconditioned SGLD (Li et al. 2016, Algorithm 1; SPEC §8). Per element, with
     g the full-scale gradient estimate (prior + N/n · minibatch sum, SPEC §3):
     :math:`V \leftarrow \beta V + (1-\beta) g\odot g`, :math:`G = 1/(\lambda + \sqrt V)`,
@@ -49,7 +57,7 @@ class PSGLD(Dynamics):
     and is updated before it is used. Deviations: Li et al. build V from the mean per-row
     gradient g/N, which only rescales ε and λ (their (ε, λ) are our (εN, λN)); the correction
     term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
-    ε → 0. ``beta`` in [0, 1), ``lam`` > 0. Other arguments as :func:`sgld_setup`.
+    ε → 0. Other arguments as :func:`sgld_setup`.
     """,
     )
 

@@ -38,6 +38,15 @@ class SGHMC(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="SGHMC",
         argument_types={"alpha": "PerParameter", "L": "int"},
+        parameter_docs={
+            "alpha": """    alpha : float or dict
+        α, the friction: a number, or a dict like ``stepsize``.
+""",
+            "L": """    L : int
+        Kicks (leapfrog steps, each on a fresh minibatch) per iteration: an iteration costs about
+        ``L`` SGLD iterations.
+""",
+        },
         cv_setup_doc=r"""Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """,
@@ -45,8 +54,7 @@ class SGHMC(Dynamics):
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
     :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
     :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
-    An iteration costs about ``L`` SGLD iterations. ``alpha`` is a number or a dict like
-    ``stepsize``; other arguments as :func:`sgld_setup`.
+    Other arguments as :func:`sgld_setup`.
     """,
     )
 

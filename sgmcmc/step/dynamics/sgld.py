@@ -31,12 +31,9 @@ class SGLD(Dynamics):
         label="SGLD",
         cv_setup_doc=r"""Set up SGLD with control variates (Baker et al. 2018): the gradient is
     :math:`\nabla\log p(\hat\theta|x) + g_S(\theta) - g_S(\hat\theta)`, :math:`\hat\theta` the
-    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (None:
-    chosen from the curvature, :func:`sgmcmc.run.mode_search.auto_opt_stepsize`; from
-    the first start; one mode search and one full-data gradient shared by all chains);
-    ``n_iters_opt=0`` anchors the control variate at the first start (no mode search).
-    ``verbose`` here is the default for :func:`init_sess`'s progress (R). Other arguments as
-    :func:`sgld_setup`.
+    mode found by ``n_iters_opt`` SGD steps of size ``opt_stepsize`` in :func:`init_sess` (from
+    the first start; one mode search and one full-data gradient shared by all chains). Other
+    arguments as :func:`sgld_setup`.
     """,
         setup_doc=r"""Set up SGLD (Welling & Teh 2011; SPEC §3):
     :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`, g the gradient

@@ -37,6 +37,10 @@ class SGNHT(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="SGNHT",
         argument_types={"a": "PerParameter"},
+        parameter_docs={"a": """    a : float or dict
+        The diffusion a: the thermostats start at ``a`` and the injected noise is
+        :math:`N(0, 2a\epsilon)`; a number, or a dict like ``stepsize``.
+"""},
         cv_setup_doc=r"""Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """,
