@@ -210,9 +210,10 @@ class OSGLD(Dynamics):
         :func:`osgld_setup` with the same seed gives step by step. Not with ``burn_in`` nor
         (yet) with ``checkpoint_dir``. ``samples.burn_in_found`` is also on the samples an
         exception carries.
-    max_burn_in : int, keyword-only
-        With ``auto_burn_in``: the most iterations the search may run (default 10·n_iters);
-        beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and the fix.
+    max_burn_in : int or None, keyword-only
+        With ``auto_burn_in``: the most iterations the search may run (None, the default:
+        10·``n_iters``); beyond it :class:`sgmcmc.errors.BurnInNotFound` names the chains and
+        the fix.
 """,
         parameter_docs={"c": _C},
         other_parameter_docs=_ESTIMATOR,
