@@ -58,9 +58,9 @@ covers the check's power iteration stopping early or being run at a slightly dif
   maximum 7.1. So μ is the median over 5 matrices (``HAMCMC.preconditioner_snapshots``): the
   run's last, then after each of 4 further stretches of M iterations (new pairs each time)
   continued from the saved state (not counted in the budget; the candidate's chain itself
-  continues from the saved state, so they do not change it). Its SGLD warm-up, unless ``warmup_stepsize`` is
-  given, runs at the SGLD cap CAP_MARGIN · 0.694/λ_max (at ε on the standardised scale it would
-  diverge).
+  continues from the saved state, so they do not change it). Its SGLD warm-up, unless
+  ``warmup_stepsize`` is given, runs at the SGLD cap CAP_MARGIN · 0.694/λ_max (at ε on the
+  standardised scale it would diverge).
 
 **The minibatch noise is part of the cap** (issue 29.4): along the top direction the gradient
 estimate's variance per unit stepsize (:class:`~sgmcmc.stability.check.MinibatchNoise` at the
@@ -334,6 +334,8 @@ class _Cap:
                 renewal = kernel.preconditioner_renewal(sampler.kernel_state())
                 sample_chain(sampler, renewal, False, burn_in=sampler.iteration + renewal - 1)
             operators = kernel.scaled_curvature_operators(self.hess, self.like, sampler.kernel_state(), eps)
+            if not operators:
+                return None
             snapshots.append([self._top(op, root, rows) for op, root in operators])
         mu, q = np.max(np.median(snapshots, axis=0), axis=0)  # each operator's median; the largest
         return float(mu), float(q)
