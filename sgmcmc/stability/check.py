@@ -287,7 +287,8 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     the first chain's start), before anything is compiled: raises :class:`~sgmcmc.StepsizeError`
     when unstable, warns when the sd is distorted by more than 10 %; returns the
     :class:`~sgmcmc.stability.curvature.StepsizeCheck`, or None when the sampler's dynamics is not
-    checked (or ``check_stepsize=False``)."""
+    checked (or ``check_stepsize=False``). Its ``safe_stepsize_per_parameter`` is computed only
+    when ``slow_mixing`` (the warning's suggestion), else None."""
     kernel, plain = sampler.kernel, sampler.plain_estimator
     method = getattr(type(kernel), "stepsize_stability", None)
     if not sampler.stepsize_check or plain is None or method is None or getattr(type(kernel), "preconditioned", False):
@@ -314,7 +315,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
         result = _check(
             method, plain, point, steps, shared, hyper, 0.1, blocks, LANCZOS_STEPS, LANCZOS_TOL, 0,
             block_iters=8, block_tol=1e-2, hess=hess, noise=noise, top=(float(ritz.values[0]), ritz.vectors[0]),
-            rows_seen=sample.size, exact_rows=sample.exact,
+            rows_seen=sample.size, exact_rows=sample.exact, per_parameter_only_if_slow=True,
         )
     if result.unstable:
         raise StepsizeError(result.refusal(sampler.method), result)

@@ -426,11 +426,15 @@ def _check(
     eigen: Callable | None = None,
     rows_seen: int | None = None,
     exact_rows: bool = True,
+    per_parameter_only_if_slow: bool = False,
 ) -> StepsizeCheck:
     """The check: μ and its direction (``top`` if already known), the noise along it (``noise``:
     θ-direction -> variance, :class:`sgmcmc.stability.check.MinibatchNoise`), the distortion,
     the safe stepsize and, with ``per_parameter``, the block curvatures. ``hess`` defaults to the
-    full-data operator; ``eigen`` to power iteration."""
+    full-data operator; ``eigen`` to power iteration. ``per_parameter_only_if_slow``: the safe
+    stepsize per parameter (one more eigenvalue search and noise estimate) only when the
+    curvature ratio makes ``slow_mixing`` true, whose message is its only reader (the samplers'
+    own check); else None."""
     names = list(point)
     hess = NegativeHessian(estimator, point) if hess is None else hess
     like = {k: np.zeros(np.shape(point[k])) for k in names}
@@ -451,6 +455,7 @@ def _check(
         positive = [c for c in blocks.values() if c > 0]
         if len(names) > 1 and len(positive) > 1:
             curvature_ratio = float(max(positive) / min(positive))
+        if curvature_ratio is not None and (not per_parameter_only_if_slow or curvature_ratio >= SLOW_MIXING_RATIO):
             fallback = safe if np.all(np.isfinite(list(safe.values()))) else stepsize
             per_block = _safe_per_parameter(
                 method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed, noise, eigen
