@@ -10,16 +10,6 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-#: XLA's CPU backend without its new fusion emitters: a sampler's program compiles in ~0.6 of the
-#: time (a fresh tiny SGLD call 0.78-1.04 s against 1.25-1.76 s; two test files 91 s against
-#: 115 s), and the chains are the same bits (``tests/chain_fingerprints.py``: "changed: none (61
-#: arrays)" with it; ``test_xla.py::test_the_suites_xla_flag_changes_no_bit_of_a_chain`` checks
-#: it against a process with XLA's defaults, which users run). Compilation is most of the
-#: suite's time: its tests make ~1,000 short-lived samplers.
-TESTS_XLA_FLAG = "--xla_cpu_use_fusion_emitters=false"
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TESTS_XLA_FLAG}".strip()
-
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Callable  # noqa: E402
 

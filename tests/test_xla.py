@@ -1,6 +1,6 @@
 """XLA mode (the default but for SAGA and OSGLD; ``SGMCMC_XLA=1`` forces it): the same chain from
-both APIs, the right stationary spread, the default's choice, a graph-mode fallback for models
-XLA cannot compile, and the suite's own XLA flag (conftest.py) changing no bit of a chain.
+both APIs, the right stationary spread, the default's choice, and a graph-mode fallback for
+models XLA cannot compile.
 
 Most of the suite runs XLA (the default); XLA mode changes only how the loops are compiled (and
 the subset sampler: graph mode's ``tf.unique`` has no XLA kernel), so these tests pin what can
@@ -129,44 +129,3 @@ def test_compilation_mode_defaults(monkeypatch, small_gauss, setup):
     monkeypatch.setenv("SGMCMC_XLA", "auto")
     assert mode(n_chains=2)
     assert not mode(estimator="saga", n_chains=2)
-
-
-#: Cases of tests/chain_fingerprints.py (two chains each, 12 iterations) that run under XLA:
-#: Langevin, a diagonal preconditioner, BAOAB, and a momentum with the CV mode search. (Not SAGA
-#: and OSGLD: graph mode by default. Not SVRG: whether it reads the rows in place under XLA
-#: depends on their alignment in memory, another process's luck.)
-FLAG_CASES = [("sgld", "plain"), ("psgld", "plain"), ("baoab", "plain"), ("sghmccv", "cv")]
-
-
-def test_the_suites_xla_flag_changes_no_bit_of_a_chain(tmp_path):
-    """conftest.py compiles with ``TESTS_XLA_FLAG`` (faster compilation); users compile with XLA's
-    defaults. These chains from a process with the defaults equal this process's bit for bit, so
-    what the suite checks is what users run. Broken variant run: the other process given
-    ``--xla_cpu_enable_fast_math=true`` (another arithmetic) fails it."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from conftest import TESTS_XLA_FLAG
-    from chain_fingerprints import GRADIENT, regression, sample
-
-    here = Path(__file__).parent
-    code = (
-        "import sys, numpy as np\n"
-        f"sys.path.insert(0, {str(here)!r})\n"
-        "from chain_fingerprints import GRADIENT, regression, sample\n"
-        "model = regression()\n"
-        f"out = {{f'{{n}}|{{e}}|{{k}}': np.asarray(sample(n, e, GRADIENT[n], model)[k]) for n, e in {FLAG_CASES!r} for k in ('b', 'c')}}\n"
-        f"np.savez({str(tmp_path / 'defaults.npz')!r}, **out)\n"
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parent), os.environ.get("PYTHONPATH", "")]))
-    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace(TESTS_XLA_FLAG, "").strip()
-    assert "fusion_emitters" not in env["XLA_FLAGS"]
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600, capture_output=True)
-    defaults = np.load(tmp_path / "defaults.npz")
-    model = regression()
-    for name, estimator in FLAG_CASES:
-        here_run = sample(name, estimator, GRADIENT[name], model)
-        for k in ("b", "c"):
-            np.testing.assert_array_equal(np.asarray(here_run[k]), defaults[f"{name}|{estimator}|{k}"], err_msg=f"{name} {estimator} {k}")
