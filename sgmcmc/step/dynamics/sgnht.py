@@ -37,7 +37,7 @@ class SGNHT(Dynamics):
     public: ClassVar[PublicFunctions] = PublicFunctions(
         label="SGNHT",
         argument_types={"a": "PerParameter"},
-        parameter_docs={"a": """    a : float or dict
+        parameter_docs={"a": r"""    a : float or dict
         The diffusion a: the thermostats start at ``a`` and the injected noise is
         :math:`N(0, 2a\epsilon)`; a number, or a dict like ``stepsize``.
 """},
