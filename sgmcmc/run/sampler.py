@@ -334,12 +334,9 @@ class Sampler:
         self._held_step_block = None
 
     def state_bytes(self) -> int:
-        """Bytes of the sampler's variables: the parameters, the kernel's state, the estimator's
-        (CV mode and anchor, SVRG anchors, SAGA's table)."""
-        variables = [*self.params.values(), *tf.nest.flatten(self._aux or {})]
-        if hasattr(self.estimator, "variables"):
-            variables += tf.nest.flatten(self.estimator.variables())
-        return sum(int(np.prod(v.shape)) * v.dtype.size for v in variables)
+        """Bytes of the variables a checkpoint holds (:meth:`_state`): the parameters, the
+        kernel's state, the estimator's (CV mode and anchor, SVRG anchors, SAGA's table)."""
+        return sum(int(np.prod(v.shape)) * v.dtype.size for v in tf.nest.flatten(self._state()))
 
     @property
     def jit_compile(self) -> bool:
@@ -830,9 +827,14 @@ class Sampler:
         a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
         if self._aux is None:
             self.init_aux()  # creates the variables a restore fills
+        return tf.train.Checkpoint(**self._state(with_seed))
+
+    def _state(self, with_seed: bool = True) -> dict[str, Any]:
+        """The variables of :meth:`_checkpoint`, by checkpoint key (the kernel's state only once
+        :meth:`init_aux` has made it)."""
         parts = dict(
             params=self.params,
-            aux=tf.nest.flatten(self._aux),
+            aux=tf.nest.flatten(self._aux or {}),
             iteration=self._iteration,
             log_posterior=self._last_log_post,
         )
@@ -842,7 +844,7 @@ class Sampler:
             parts.update(self.estimator.variables())
         elif hasattr(self.estimator, "variables"):
             parts.update(estimator=self.estimator.variables())
-        return tf.train.Checkpoint(**parts)
+        return parts
 
     def save(self, directory: str) -> str:
         """Write the whole state to ``directory`` (``tf.train.Checkpoint``); returns the path

@@ -450,12 +450,14 @@ def _check(
     factor = safe_factor(method, mu, q, distortion, **top_hyper) if mu > 0 else np.inf
     safe = {k: e * factor for k, e in stepsize.items()}
     blocks = per_block = curvature_ratio = None
+    slow_mixing = False
     if per_parameter:
         blocks = _block_curvatures(hess, like, block_iters or max_iters, block_tol or tol, seed, eigen)
         positive = [c for c in blocks.values() if c > 0]
         if len(names) > 1 and len(positive) > 1:
             curvature_ratio = float(max(positive) / min(positive))
-        if curvature_ratio is not None and (not per_parameter_only_if_slow or curvature_ratio >= SLOW_MIXING_RATIO):
+            slow_mixing = len(set(stepsize.values())) == 1 and curvature_ratio >= SLOW_MIXING_RATIO
+        if curvature_ratio is not None and (not per_parameter_only_if_slow or slow_mixing):
             fallback = safe if np.all(np.isfinite(list(safe.values()))) else stepsize
             per_block = _safe_per_parameter(
                 method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed, noise, eigen
@@ -474,9 +476,7 @@ def _check(
         operator_calls=hess.calls,
         safe_stepsize_per_parameter=per_block,
         curvature_ratio=curvature_ratio,
-        slow_mixing=bool(
-            len(set(stepsize.values())) == 1 and curvature_ratio is not None and curvature_ratio >= SLOW_MIXING_RATIO
-        ),
+        slow_mixing=bool(slow_mixing),
         noise=q,
         stability_limit=stability_limit(method, **top_hyper),
         rows=None if exact_rows else rows_seen,
