@@ -60,6 +60,10 @@ from ..data.rows import Rows
 #: every chunk length shares one compiled program.
 XLA_MAX_GROUPS = 4096
 XLA_BUFFER_BYTES = 16 * 2**20
+#: Limits of the end-of-run estimate by one more sampling group (:meth:`Sampler.estimate_for_storage`):
+#: the state copied and put back, and the group's iterations, at most these.
+STORAGE_SNAPSHOT_BYTES = 64 * 2**20
+STORAGE_GROUP_ITERATIONS = 100
 
 
 def default_jit_compile(xla_by_default: bool) -> bool:
@@ -675,11 +679,31 @@ class Sampler:
             finite,
         )
 
-    def estimate_for_storage(self) -> Estimate:
-        """The estimator's estimate at the current state, from the storage stream (for a kept
-        sample whose next iteration has not run): the chain's own random stream is untouched, and
-        so is the estimator's state (an estimator with state has a ``for_storage`` method that
-        changes none: SVRG's anchor, SAGA's table). ``t`` is the next iteration's."""
+    def estimate_for_storage(self, thin: int | None = None, store_gradients: bool = False) -> Estimate:
+        """The estimator's estimate at the current state, for a kept sample whose next iteration
+        has not run (the end of a run).
+
+        With ``thin`` (the run's, the current iteration on a thinning boundary): one more group
+        of the run's own sampling program, whose first iteration makes exactly the estimate a
+        continuing run would store; then every state variable is put back (:meth:`_state`), so
+        the chain is as before. No new program: a separate one, traced and compiled for this
+        single estimate, cost 0.15-0.45 s of a fresh sampler's 1-3 s first call (benchmarks/
+        RESULTS.md, round 5 session 6). Used when the copy of the state is at most
+        :data:`STORAGE_SNAPSHOT_BYTES` and a group is at most :data:`STORAGE_GROUP_ITERATIONS`.
+
+        Otherwise, or without ``thin``: a separate program on the storage stream (the chain's
+        own random stream untouched, and the estimator's state: an estimator with state has a
+        ``for_storage`` method that changes none, SVRG's anchor, SAGA's table). ``t`` is the
+        next iteration's."""
+        if thin is not None and thin <= STORAGE_GROUP_ITERATIONS and self.state_bytes() <= STORAGE_SNAPSHOT_BYTES:
+            variables = tf.nest.flatten(self._state())
+            saved = [v.read_value() for v in variables]
+            try:
+                group = self.sample_groups(1, thin, store_gradients)
+            finally:
+                for v, value in zip(variables, saved):
+                    v.assign(value)
+            return Estimate(group.log_posts[0], {k: g[0] for k, g in group.grads.items()})
         if self._estimate_for_storage is None:
             evaluate = getattr(self.estimator, "for_storage", self.estimator)
 
