@@ -47,10 +47,10 @@ N, SPLIT, PRIOR_SD = 1000, 603, 10.0
 SETTINGS = {
     # method: (stepsize, n_iters, extra)
     "sgld": (1e-4, 10_000, {}),  # calibration: test_sharded_rows_recover_the_exact_posterior
-    "sgldcv": (5e-4, 5_000, dict(opt_stepsize=1e-4, n_iters_opt=500)),
-    "svrg": (5e-4, 5_000, dict(estimator="svrg", svrg_period=50)),
-    "saga": (5e-4, 5_000, dict(estimator="saga")),
-    "sghmc": (1e-4, 5_000, dict(alpha=0.1, L=3)),  # L = 3 minibatches (all-reduces) per iteration
+    "sgldcv": (5e-4, 2_500, dict(opt_stepsize=1e-4, n_iters_opt=500)),
+    "svrg": (5e-4, 2_500, dict(estimator="svrg", svrg_period=50)),
+    "saga": (5e-4, 2_500, dict(estimator="saga")),
+    "sghmc": (1e-4, 2_500, dict(alpha=0.1, L=3)),  # L = 3 minibatches (all-reduces) per iteration
 }
 
 
