@@ -9,6 +9,8 @@ the two-loop / Eq. 11 product form the library uses).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -63,3 +65,41 @@ def hamcmc_chain(A, mu, start, eps, n_iters, seed, memory=5, warmup_eps=None, da
         history = history[1:] + [new]
         out[t - 1] = new
     return out
+
+
+# -- the setting of tests/test_preconditioned.py and its stored reference band ----------------------
+EIGS = np.array([1000.0, 30.0, 1.0])
+MU = np.array([0.5, -1.0, 2.0])
+_Q = np.linalg.qr(np.random.default_rng(3).normal(size=(3, 3)))[0]
+A_DIAG = np.diag(EIGS)
+A_ROT = _Q @ np.diag(EIGS) @ _Q.T
+K, N_ITERS, BURN_IN = 10, 2000, 500
+#: The reference's settings per method: (precision A, the chain, its keyword arguments).
+REFERENCE_CASES = {
+    "psgld": (A_DIAG, psgld_chain, dict(eps=0.05)),
+    "hamcmc": (A_ROT, hamcmc_chain, dict(eps=0.03, memory=3, warmup_eps=2.0**-10)),
+}
+#: The stored band (written by tests/make_preconditioned_reference.py).
+BAND_FILE = Path(__file__).parent / "data" / "preconditioned_reference_band.npz"
+
+
+def exact_sd(A):
+    return np.sqrt(np.diag(np.linalg.inv(A)))
+
+
+def reference_band(method: str, seeds=range(3)) -> tuple[np.ndarray, np.ndarray]:
+    """The per-coordinate range, over ``seeds``, of the sampled sd / exact sd of K pooled
+    reference chains (chain k of seed s: numpy seed 100 s + k) from 0, N_ITERS iterations,
+    BURN_IN dropped."""
+    A, chain, kw = REFERENCE_CASES[method]
+    ratios = []
+    for seed in seeds:
+        x = np.concatenate([chain(A, MU, np.zeros(3), n_iters=N_ITERS, seed=100 * seed + k, **kw)[BURN_IN:] for k in range(K)])
+        ratios.append(x.std(0) / exact_sd(A))
+    return np.min(ratios, axis=0), np.max(ratios, axis=0)
+
+
+def stored_band(method: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`reference_band` as stored in :data:`BAND_FILE`."""
+    stored = np.load(BAND_FILE)
+    return stored[f"{method}_lo"], stored[f"{method}_hi"]

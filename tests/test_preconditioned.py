@@ -9,7 +9,8 @@ axis-aligned (A_DIAG) for pSGLD, rotated by a random orthogonal matrix (A_ROT) f
 
 Calibration: tests/reference_preconditioned.py, an independent numpy implementation of each
 update (HAMCMC: dense BFGS matrix + Cholesky noise), same settings, seeds 0–2 (ratios sampled sd
-/ exact sd per coordinate; see CALIBRATION below, recomputed at test time). The library's sds
+/ exact sd per coordinate; stored in tests/data/preconditioned_reference_band.npz by
+tests/make_preconditioned_reference.py, which reproduces it). The library's sds
 must lie within the reference band widened by ±0.15.
 
 Worst-coordinate error = max_j |mean_j − μ_j|/σ_j + |sd_j/σ_j − 1|. SGLD uses the largest
@@ -31,17 +32,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference_preconditioned import bfgs_inverse_hessian, hamcmc_chain, psgld_chain
+from reference_preconditioned import (A_DIAG, A_ROT, BURN_IN, K, MU, N_ITERS, REFERENCE_CASES, bfgs_inverse_hessian,
+                                      exact_sd, stored_band)
 
 import sgmcmc
 from sgmcmc.step.dynamics.hamcmc import lbfgs_pairs, sqrt_apply, two_loop
 
-EIGS = np.array([1000.0, 30.0, 1.0])
-MU = np.array([0.5, -1.0, 2.0])
-_Q = np.linalg.qr(np.random.default_rng(3).normal(size=(3, 3)))[0]
-A_DIAG = np.diag(EIGS)
-A_ROT = _Q @ np.diag(EIGS) @ _Q.T
-K, N_ITERS, BURN_IN = 10, 2000, 500
 PSGLD = dict(stepsize=0.05)
 HAMCMC = dict(stepsize=0.03, memory=3, warmup_stepsize=2.0**-10)
 
@@ -57,7 +53,7 @@ def _model(A):
 
 
 def _sd(A):
-    return np.sqrt(np.diag(np.linalg.inv(A)))
+    return exact_sd(A)
 
 
 def _error(x, A):
@@ -75,18 +71,7 @@ def _run(method, A, seed=1, **kw):
     return out["b"]
 
 
-def _reference_band(chain, A, **kw):
-    ratios = []
-    for seed in range(3):
-        x = np.concatenate([chain(A, MU, np.zeros(3), n_iters=N_ITERS, seed=100 * seed + k, **kw)[BURN_IN:] for k in range(K)])
-        ratios.append(x.std(0) / _sd(A))
-    return np.min(ratios, axis=0), np.max(ratios, axis=0)
-
-
-CASES = {
-    "psgld": (A_DIAG, PSGLD, psgld_chain, dict(eps=PSGLD["stepsize"])),
-    "hamcmc": (A_ROT, HAMCMC, hamcmc_chain, dict(eps=0.03, memory=3, warmup_eps=2.0**-10)),
-}
+CASES = {"psgld": (A_DIAG, PSGLD), "hamcmc": (A_ROT, HAMCMC)}
 
 
 @pytest.mark.parametrize("method", list(CASES))
@@ -96,11 +81,14 @@ def test_moments_match_exact_posterior_and_reference(method):
     (1.20, 1.24, 1.14) — coordinate 2 above the band's 1.06 + 0.15 — while seeds 2–5 gave
     1.01–1.04 there and the reference's seeds 0–7 0.93–1.06: one heavy-tailed run, so the test
     pools two runs rather than judging one."""
-    A, kw, chain, ref_kw = CASES[method]
+    A, kw = CASES[method]
+    ref_A, _, ref_kw = REFERENCE_CASES[method]  # the stored band is of these very settings
+    assert ref_A is A and ref_kw == {"psgld": dict(eps=kw["stepsize"]),
+                                     "hamcmc": dict(eps=kw["stepsize"], memory=kw.get("memory"), warmup_eps=kw.get("warmup_stepsize"))}[method]
     x = np.concatenate([_run(method, A, seed=seed, **kw).reshape(-1, 3) for seed in (1, 2)])
     sd = _sd(A)
     assert np.all(np.abs(x.mean(0) - MU) / sd < 0.5), (x.mean(0) - MU) / sd
-    lo, hi = _reference_band(chain, A, **ref_kw)
+    lo, hi = stored_band(method)
     ratio = x.std(0) / sd
     print(method, "mean/sd", (x.mean(0) - MU) / sd, "sd ratio", ratio, "reference", lo, hi)
     assert np.all((ratio > lo - 0.15) & (ratio < hi + 0.15)), (ratio, lo, hi)
@@ -131,7 +119,7 @@ HAMCMC_VS_SGLD = (
     "method", ["psgld", pytest.param("hamcmc", marks=pytest.mark.xfail(reason=HAMCMC_VS_SGLD, strict=False))]
 )
 def test_beats_sgld_on_worst_coordinate(method):
-    A, kw, _, _ = CASES[method]
+    A, kw = CASES[method]
     eps, sgld_x = _sgld_largest_stable(A)
     ours, theirs = _error(_run(method, A, **kw), A), _error(sgld_x, A)
     print(method, ours, "sgld", eps, theirs)
@@ -140,7 +128,7 @@ def test_beats_sgld_on_worst_coordinate(method):
 
 @pytest.mark.parametrize("method", list(CASES))
 def test_same_seed_same_chain_and_step_api(method):
-    A, kw, _, _ = CASES[method]
+    A, kw = CASES[method]
     log_lik, data = _model(A)
     common = dict(minibatch_size=2, seed=7, dtype=tf.float64, n_chains=2)
     whole = getattr(sgmcmc, method)(log_lik, data, {"b": np.zeros(3)}, n_iters=40, verbose=False, **kw, **common)["b"]
