@@ -626,6 +626,11 @@ class Sampler:
         """``groups × thin`` iterations in compiled calls from a thinning boundary, keeping the
         last state of each group of ``thin`` and the estimate made at each group's first state.
         Under XLA ``groups`` is at most :meth:`max_groups_per_call`."""
+        return self._sample_groups(groups, thin, store_gradients)
+
+    def _sample_groups(self, groups: int, thin: int, store_gradients: bool) -> ChunkResult:
+        """:meth:`sample_groups`; also the put-back group of :meth:`estimate_for_storage`, which
+        is no iteration of the chain (so not one of the chain's calls)."""
         self._require_initialised()
         capacity = self.max_groups_per_call(store_gradients)
         if capacity is not None and groups > capacity:
@@ -699,7 +704,7 @@ class Sampler:
             variables = tf.nest.flatten(self._state())
             saved = [v.read_value() for v in variables]
             try:
-                group = self.sample_groups(1, thin, store_gradients)
+                group = self._sample_groups(1, thin, store_gradients)
             finally:
                 for v, value in zip(variables, saved):
                     v.assign(value)
