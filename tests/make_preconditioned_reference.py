@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from reference_preconditioned import BAND_FILE, REFERENCE_CASES, reference_band  # noqa: E402
+from reference_preconditioned import BAND_FILE, CASES, reference_band  # noqa: E402
 
 
 def main(out: Path = BAND_FILE) -> None:
     arrays = {}
-    for method in REFERENCE_CASES:
+    for method in CASES:
         arrays[f"{method}_lo"], arrays[f"{method}_hi"] = reference_band(method)
         print(method, "band", arrays[f"{method}_lo"], arrays[f"{method}_hi"])
     np.savez(out, **arrays)

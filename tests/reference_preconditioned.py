@@ -74,10 +74,11 @@ _Q = np.linalg.qr(np.random.default_rng(3).normal(size=(3, 3)))[0]
 A_DIAG = np.diag(EIGS)
 A_ROT = _Q @ np.diag(EIGS) @ _Q.T
 K, N_ITERS, BURN_IN = 10, 2000, 500
-#: The reference's settings per method: (precision A, the chain, its keyword arguments).
-REFERENCE_CASES = {
-    "psgld": (A_DIAG, psgld_chain, dict(eps=0.05)),
-    "hamcmc": (A_ROT, hamcmc_chain, dict(eps=0.03, memory=3, warmup_eps=2.0**-10)),
+#: The test's settings per method: the precision A and the library sampler's keyword arguments
+#: (the numpy reference runs the same: :func:`reference_chain`).
+CASES = {
+    "psgld": (A_DIAG, dict(stepsize=0.05)),
+    "hamcmc": (A_ROT, dict(stepsize=0.03, memory=3, warmup_stepsize=2.0**-10)),
 }
 #: The stored band (written by tests/make_preconditioned_reference.py).
 BAND_FILE = Path(__file__).parent / "data" / "preconditioned_reference_band.npz"
@@ -87,11 +88,20 @@ def exact_sd(A):
     return np.sqrt(np.diag(np.linalg.inv(A)))
 
 
+def reference_chain(method: str) -> tuple:
+    """The numpy chain of ``method`` and its keyword arguments, from :data:`CASES`' settings."""
+    kw = CASES[method][1]
+    if method == "psgld":
+        return psgld_chain, dict(eps=kw["stepsize"])
+    return hamcmc_chain, dict(eps=kw["stepsize"], memory=kw["memory"], warmup_eps=kw["warmup_stepsize"])
+
+
 def reference_band(method: str, seeds=range(3)) -> tuple[np.ndarray, np.ndarray]:
     """The per-coordinate range, over ``seeds``, of the sampled sd / exact sd of K pooled
     reference chains (chain k of seed s: numpy seed 100 s + k) from 0, N_ITERS iterations,
     BURN_IN dropped."""
-    A, chain, kw = REFERENCE_CASES[method]
+    A = CASES[method][0]
+    chain, kw = reference_chain(method)
     ratios = []
     for seed in seeds:
         x = np.concatenate([chain(A, MU, np.zeros(3), n_iters=N_ITERS, seed=100 * seed + k, **kw)[BURN_IN:] for k in range(K)])

@@ -684,11 +684,11 @@ class Sampler:
             finite,
         )
 
-    def estimate_for_storage(self, thin: int | None = None, store_gradients: bool = False) -> Estimate:
+    def estimate_for_storage(self, thin: int, store_gradients: bool) -> Estimate:
         """The estimator's estimate at the current state, for a kept sample whose next iteration
         has not run (the end of a run).
 
-        With ``thin`` (the run's, the current iteration on a thinning boundary): one more group
+        ``thin`` is the run's (the current iteration on a thinning boundary). One more group
         of the run's own sampling program, whose first iteration makes exactly the estimate a
         continuing run would store; then every state variable is put back (:meth:`_state`), so
         the chain is as before. No new program: a separate one, traced and compiled for this
@@ -696,11 +696,11 @@ class Sampler:
         RESULTS.md, round 5 session 6). Used when the copy of the state is at most
         :data:`STORAGE_SNAPSHOT_BYTES` and a group is at most :data:`STORAGE_GROUP_ITERATIONS`.
 
-        Otherwise, or without ``thin``: a separate program on the storage stream (the chain's
+        Otherwise: a separate program on the storage stream (the chain's
         own random stream untouched, and the estimator's state: an estimator with state has a
         ``for_storage`` method that changes none, SVRG's anchor, SAGA's table). ``t`` is the
         next iteration's."""
-        if thin is not None and thin <= STORAGE_GROUP_ITERATIONS and self.state_bytes() <= STORAGE_SNAPSHOT_BYTES:
+        if thin <= STORAGE_GROUP_ITERATIONS and self.state_bytes() <= STORAGE_SNAPSHOT_BYTES:
             variables = tf.nest.flatten(self._state())
             saved = [v.read_value() for v in variables]
             try:
