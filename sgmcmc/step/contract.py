@@ -48,6 +48,14 @@ class Minibatches:
 
     def __init__(self, batches: dict | None):
         self.batches, self.taken = batches, 0
+        #: Added to ``taken`` inside a loop over repeated inner steps (a tensor there,
+        #: :meth:`BoundEstimator.repeat`), else None.
+        self.offset = None
+
+    @property
+    def available(self) -> int | None:
+        """Minibatches the iteration holds (None: none given)."""
+        return None if self.batches is None else int(self.batches["indices"].shape[0])
 
     def next(self) -> Minibatch:
         if self.batches is None:
@@ -59,7 +67,10 @@ class Minibatches:
                 "minibatches_per_iteration announced"
             )
         self.taken += 1
-        return Minibatch({k: v[d] for k, v in self.batches["rows"].items()}, indices[d])
+        if self.offset is None:
+            return Minibatch({k: v[d] for k, v in self.batches["rows"].items()}, indices[d])
+        d = d + self.offset
+        return Minibatch({k: tf.gather(v, d) for k, v in self.batches["rows"].items()}, tf.gather(indices, d))
 
 
 class Estimate(NamedTuple):
@@ -83,6 +94,53 @@ class BoundEstimator:
 
     def on_one_batch(self) -> Callable[[Params], Estimate]:
         return self.estimator.on_one_batch(self.minibatches.next(), self.rng, self.t)
+
+    def repeat(self, step: Callable[[Any, bool], tuple[Any, Estimate]], state: Any, times: int, rng) -> tuple[Any, Estimate]:
+        """``state, est = step(state, first)`` ``times`` times (``first`` is True the first time):
+        the final state and the first time's estimate.
+
+        The first step is written out; the others run in a ``tf.while_loop``, so ``step`` (with
+        the estimator and its vectorisation over chains) is traced twice whatever ``times`` is.
+        Repeat k takes the minibatches and random draws that writing the steps out would give it
+        (the same bits): each step must take as many minibatches and make as many calls of
+        ``rng`` as the first (checked while tracing). ``rng`` must be the estimator's own.
+        Measured: a fresh SGHMC-CV (L = 5) traced the estimator five times
+        (benchmarks/RESULTS.md, "SGHMC's kicks in a loop").
+        """
+        if rng is not self.rng:
+            raise ValueError("repeat needs the estimator's own random-number source")
+        minibatches = self.minibatches
+        taken, calls = minibatches.taken, rng._calls
+        state, first = step(state, True)
+        if times <= 1:
+            return state, first
+        batches_per_step, calls_per_step = minibatches.taken - taken, rng._calls - calls
+        taken, calls = minibatches.taken, rng._calls
+        available = minibatches.available
+        if available is not None and taken + (times - 1) * batches_per_step > available:
+            raise RuntimeError(
+                f"the kernel drew more minibatches per iteration than the {available} its "
+                "minibatches_per_iteration announced"
+            )
+
+        def body(k: tf.Tensor, state: Any) -> tuple[tf.Tensor, Any]:
+            minibatches.taken, rng._calls = taken, calls
+            minibatches.offset = tf.cast(k, tf.int64) * batches_per_step
+            rng._offset = tf.cast(k, tf.uint64) * calls_per_step
+            state, _ = step(state, False)
+            if (minibatches.taken - taken, rng._calls - calls) != (batches_per_step, calls_per_step):
+                raise RuntimeError(
+                    "a repeated step took a different number of minibatches or random draws than the first"
+                )
+            return k + 1, state
+
+        try:
+            _, state = tf.while_loop(lambda k, _: k < times - 1, body, (tf.constant(0, tf.int64), state))
+        finally:
+            minibatches.offset = rng._offset = None
+        minibatches.taken = taken + (times - 1) * batches_per_step
+        rng._calls = calls + (times - 1) * calls_per_step
+        return state, first
 
     def with_rows(self, params: Params) -> tuple[Estimate, Params]:
         """The estimate and the per-row log-likelihood gradients of the same next minibatch

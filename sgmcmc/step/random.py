@@ -52,6 +52,9 @@ class ChainRandom:
         self._key = tf.Variable(self._key_of(seed), trainable=False, name="philox_key")
         self._t = None
         self._calls = 0
+        #: Added to the call's position inside a loop over repeated inner steps: a tensor there
+        #: (:meth:`sgmcmc.step.contract.BoundEstimator.repeat`), else None.
+        self._offset = None
 
     def _key_of(self, seed: int) -> tf.Tensor:
         return tf.constant([philox_key(seed, self.stream, 0) >> 64], tf.uint64)  # the half that depends on the stream
@@ -64,6 +67,7 @@ class ChainRandom:
         """Start iteration ``t`` (traced)."""
         self._t = tf.cast(t, tf.uint64)
         self._calls = 0
+        self._offset = None
 
     def _counters(self) -> tf.Tensor:
         """``[K, 2]`` uint64: this call's Philox counter for each chain (chain k in the high
@@ -71,6 +75,8 @@ class ChainRandom:
         if self._t is None:
             raise RuntimeError("ChainRandom.begin(t) must start the iteration before any draw")
         high = self._t * MAX_CALLS_PER_ITERATION + self._calls
+        if self._offset is not None:
+            high = high + self._offset
         self._calls += 1
         low = tf.constant([chain << _CHAIN_SHIFT for chain in self.chains], tf.uint64)
         return tf.stack([low, tf.fill([len(self.chains)], high)], axis=1)

@@ -132,13 +132,14 @@ class SGHMC(Dynamics):
         params = dict(params)
         refresh = switch_noise(rng.normal(params), noise_on)
         nu = {k: tf.sqrt(tf.cast(eps[k], params[k].dtype)) * refresh[k] for k in params}
-        first = None
-        for step in range(self.L):
+
+        def kick(state, first: bool):
+            params, nu = state
             est = estimate(params)
-            first = est if first is None else first
             noise = switch_noise(rng.normal(params), noise_on)
-            fraction = 0.5 if step == 0 else 1.0
-            for k in params:
-                nu[k] = sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], fraction)
-                params[k] = params[k] + nu[k]
+            fraction = 0.5 if first else 1.0
+            nu = {k: sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], fraction) for k in params}
+            return ({k: params[k] + nu[k] for k in params}, nu), est
+
+        (params, _), first = estimate.repeat(kick, (params, nu), self.L, rng)
         return params, aux, first
