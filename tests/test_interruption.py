@@ -165,6 +165,34 @@ def test_a_run_ending_on_a_kept_sample_stores_what_one_long_run_stores(small_gau
     )
 
 
+@pytest.mark.parametrize("name, estimator, minibatch_size", [("sgld", "plain", 1_000), ("sghmc", "saga", 100)])
+def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monkeypatch, name, estimator, minibatch_size):
+    """Above STORAGE_SNAPSHOT_BYTES (a state too large to copy) a run ending on a kept sample gets
+    its last estimate from a separate program on the storage stream (Sampler.estimate_for_storage's
+    fallback; here forced by a 0-byte limit). The chain goes on unchanged, bit for bit, and the
+    boundary entry is the estimate at the last kept state: with n = N (every row, no draw) the
+    exact one, which the whole run's next iteration also makes (float32: rtol 1e-6, different
+    programs may round differently). SAGA: the program must not write the table (``for_storage``;
+    checked: the table-writing estimator in its place changes 88 of the 200 continued entries)."""
+    monkeypatch.setattr(sgmcmc.run.sampler, "STORAGE_SNAPSHOT_BYTES", 0)
+    model = small_gauss
+    args = dict(log_prior=model.log_prior, minibatch_size=minibatch_size, seed=5, n_chains=2, estimator=estimator)
+    stepsize = 1e-4 if name == "sgld" else 1e-5
+    kept = dict(verbose=False, burn_in=100, thin=3, store_gradients=True)
+    whole = getattr(sgmcmc, name)(model.log_lik, model.dataset, model.params, stepsize, n_iters=400, **args, **kept)
+    sampler = getattr(sgmcmc, f"{name}_setup")(model.log_lik, model.dataset, model.params, stepsize, **args)
+    first = sgmcmc.sample_chain(sampler, 250, **kept)
+    assert sampler._estimate_for_storage is not None  # the fallback ran
+    second = sgmcmc.sample_chain(sampler, 150, **kept)
+    np.testing.assert_array_equal(np.concatenate([first["theta"], second["theta"]], axis=1), whole["theta"])
+    np.testing.assert_array_equal(first.log_posterior[:, :-1], whole.log_posterior[:, :49])
+    boundary = (first.log_posterior[:, -1], first.gradients["theta"][:, -1])
+    assert np.all(np.isfinite(boundary[0])) and np.all(np.isfinite(boundary[1]))
+    if minibatch_size == model.n_rows:
+        np.testing.assert_allclose(boundary[0], whole.log_posterior[:, 49], rtol=1e-6)
+        np.testing.assert_allclose(boundary[1], whole.gradients["theta"][:, 49], rtol=1e-6)
+
+
 def test_seeds_give_unrelated_streams(make_gaussian_1d):
     """Seeds 1 and 2 once gave the same random stream shifted by one Philox block (the seed went
     into the counter): with 4 float64 chains and exact gradients (no minibatch draws), chains 0-1
