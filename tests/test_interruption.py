@@ -193,6 +193,30 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
         np.testing.assert_allclose(boundary[1], whole.gradients["theta"][:, 49], rtol=1e-6)
 
 
+def test_a_failing_end_of_run_estimate_keeps_every_sample(small_gauss, monkeypatch):
+    """An op error in the estimate at the last kept sample (run/chain.py, after the last chunk)
+    raises SamplingError carrying every kept sample, that entry's log posterior NaN, and the
+    chain can go on (before: the raw TensorFlow error, and the samples were lost)."""
+    model = small_gauss
+    args = dict(log_prior=model.log_prior, minibatch_size=100, seed=5)
+    kept = dict(verbose=False, burn_in=100, thin=3)
+    whole = sgmcmc.sgld(model.log_lik, model.dataset, model.params, 1e-4, n_iters=400, **args, **kept)
+    sampler = sgmcmc.sgld_setup(model.log_lik, model.dataset, model.params, 1e-4, **args)
+
+    def fail(*_):
+        raise tf.errors.InternalError(None, None, "the storage estimate broke")
+
+    monkeypatch.setattr(sampler, "estimate_for_storage", fail)
+    with pytest.raises(sgmcmc.SamplingError, match="the last kept sample .iteration 250. failed") as caught:
+        sgmcmc.sample_chain(sampler, 250, **kept)
+    got = caught.value.samples
+    np.testing.assert_array_equal(got["theta"], whole["theta"][:50])
+    np.testing.assert_array_equal(got.log_posterior[:49], whole.log_posterior[:49])
+    assert np.isnan(got.log_posterior[49])
+    monkeypatch.undo()
+    np.testing.assert_array_equal(sgmcmc.sample_chain(sampler, 150, **kept)["theta"], whole["theta"][50:])
+
+
 def test_seeds_give_unrelated_streams(make_gaussian_1d):
     """Seeds 1 and 2 once gave the same random stream shifted by one Philox block (the seed went
     into the counter): with 4 float64 chains and exact gradients (no minibatch draws), chains 0-1

@@ -383,7 +383,19 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                     last_checkpoint = sampler.iteration
     finally:
         bar.close()
-    storage.finish()
+    try:
+        storage.finish()
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:
+        raise SamplingError(
+            f"{desc}: the log-posterior estimate at the last kept sample (iteration {sampler.iteration}) "
+            f"failed{_peer_failure(sampler, error)} ({type(error).__name__}: {_gist(error)}). Every kept sample "
+            f"is in the exception's `samples` attribute; the last entry of its log_posterior (and "
+            f"gradients) is NaN, and sample_chain(sampler, n) continues the chain",
+            iteration=sampler.iteration,
+            samples=storage.samples(settings),
+        ) from error
     if checkpoint is not None:
         checkpoint(storage, True)
     return storage.samples(settings)
