@@ -26,6 +26,7 @@ from ..distribute.collective import Collective, unreached_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
+from ..step.estimators.assemble import Estimators, assemble_estimators
 from ..run.sampler import ControlVariateSettings, Sampler
 from ..step.methods import Method
 from . import reuse
@@ -183,13 +184,16 @@ class _Construction:
     again as this one, and what makes the reuse key (None: never reused; made only when a
     whole-chain run asks, :mod:`sgmcmc.api.reuse`)."""
 
+    head: tuple
     args: tuple
     kwargs: dict
+    estimators: Callable[[], Estimators]
     again: dict
     reuse_key: Callable[[], Any] | None = None
 
     def build(self) -> Sampler:
-        return Sampler(*self.args, **self.kwargs)
+        """The estimators (their variables) and then the sampler: only when no kept sampler serves."""
+        return Sampler(*self.head, self.estimators(), *self.args, **self.kwargs)
 
     def start_again(self, sampler: Sampler) -> None:
         sampler.start_again(**self.again)
@@ -282,14 +286,21 @@ def _checked_construction(
         method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
         and (rows.shared_in_place or not estimator.reads_all_rows)
     )
+    estimators = partial(
+        assemble_estimators, estimator, log_lik, log_prior, data, rows, n, len(starts), dtype,
+        {k: np.shape(v) for k, v in starts[0].items()}, all_starts[0], replace=setup.minibatch_replace,
+        reduce=None if shard is None else shard.collective.all_reduce_sum, own_estimator=make_estimator,
+    )
     construction = _Construction(
-        (method.name, kernel, log_lik, log_prior, data, starts, n, seed, dtype, cv),
+        (method.name, kernel),
+        (data, starts, n, seed, dtype, cv),
         dict(
             starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
-            make_estimator=make_estimator, wrap_estimator=estimator.wrap(), minibatch_replace=setup.minibatch_replace,
+            minibatch_replace=setup.minibatch_replace,
             xla_by_default=xla, chains=chain_ids, shard=shard, mode_start=all_starts[0],
             stepsize_check=model.check_stepsize, rows=rows,
         ),
+        estimators,
         dict(
             starts=starts, seed=seed, starts_given_per_chain=per_chain, mode_start=all_starts[0],
             stepsize_check=model.check_stepsize, verbose=setup.verbose, settings=settings,

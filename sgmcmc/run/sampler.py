@@ -47,7 +47,8 @@ from tqdm.auto import tqdm
 
 from ..step.contract import BoundEstimator, Estimate, Minibatches
 from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
-from ..step.estimators import ControlVariateGradient, MinibatchGradient
+from ..step.estimators import MinibatchGradient
+from ..step.estimators.assemble import Estimators
 from ..distribute.placement import RowShard
 from ..graph_options import own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
@@ -175,8 +176,7 @@ class Sampler:
         self,
         method: str,
         kernel,
-        log_lik,
-        log_prior,
+        estimators: Estimators,
         dataset: dict[str, np.ndarray],
         starts: list[dict[str, np.ndarray]],
         batch_size: int,
@@ -186,22 +186,17 @@ class Sampler:
         *,
         starts_given_per_chain: bool = False,
         settings: dict | None = None,
-        make_estimator=None,
         constraints=None,
-        wrap_estimator=None,
         minibatch_replace: bool = False,
         xla_by_default: bool = False,
         chains: list[int] | None = None,
         shard: RowShard | None = None,
         mode_start: dict[str, np.ndarray] | None = None,
         stepsize_check: bool = True,
-        rows: Rows | None = None,
+        rows: Rows,
     ):
-        """``make_estimator(dataset_tensors, batch_size, n_chains)``, if given, makes the estimator
-        in place of the plain log_lik + log_prior one (``log_lik``/``log_prior`` are then unused).
-        ``wrap_estimator(plain, like)``, if given, makes a stateful estimator around the plain one
-        (SVRG, SAGA: :mod:`sgmcmc.step.estimators.variance_reduced`), ``like`` the ``[K, *shape]``
-        starting values. ``minibatch_replace``: minibatch rows i.i.d. with replacement.
+        """``estimators``: what the iterations and the full-data passes call, made before the
+        sampler (:func:`sgmcmc.step.estimators.assemble.assemble_estimators`). ``minibatch_replace``: minibatch rows i.i.d. with replacement.
         ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one.
         ``chains``: the global indices of the chains this sampler steps (default 0 … K − 1; a
         replica's share under a strategy, :mod:`sgmcmc.distribute.placement`). ``shard``: this
@@ -210,12 +205,12 @@ class Sampler:
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
         another replica's share). ``stepsize_check``: check the stepsize against the curvature
         before sampling (:mod:`sgmcmc.stability.check`). ``rows``: ``dataset`` as
-        :class:`~sgmcmc.data.rows.Rows` in ``dtype`` when the caller has made it (else made here)."""
+        :class:`~sgmcmc.data.rows.Rows` in ``dtype`` (the estimators' own)."""
         self.method = method
         #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.stability.check`).
         self.stepsize_check = bool(stepsize_check)
         #: A model with no gradient (the count models of scir/sgrld): ``store_gradients`` is refused.
-        self.uses_no_gradient = make_estimator is not None
+        self.uses_no_gradient = estimators.plain is None
         self.kernel = kernel
         self.dtype = dtype
         self.seed = int(seed) if seed is not None else secrets.randbits(63)
@@ -233,7 +228,6 @@ class Sampler:
         if len(self.chain_ids) != self.n_chains:
             raise ValueError(f"{len(self.chain_ids)} chain indices for {self.n_chains} starts")
         self.shard = shard
-        reduce = None if shard is None else shard.collective.all_reduce_sum
         self._make_random_streams()
         self.params = {k: tf.Variable(self._user_layout(k, starts), name=k) for k in self.shapes}
         self._iteration = tf.Variable(0, dtype=tf.int64, name="iteration")
@@ -241,31 +235,14 @@ class Sampler:
         self._last_log_post = tf.Variable(tf.zeros([self.n_chains], dtype), name="log_posterior")
         # The rows are read where they are (sgmcmc.data.rows): the estimators get the entries, and the
         # minibatches reach the compiled loop as blocks gathered ahead (sgmcmc.data.pipeline).
-        self.rows = Rows(dataset, dtype.as_numpy_dtype) if rows is None else rows
+        self.rows = rows
         per_iteration = int(getattr(kernel, "minibatches_per_iteration", 1))
         self._minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
         self._feeds: dict = {}
-        if make_estimator is not None:  # a model other than log_lik + log_prior (scir, sgrld: counts)
-            if control_variate is not None:
-                raise ValueError("a sampler with its own estimator has no control-variate mode search")
-            self._plain = None
-            self.estimator = make_estimator(dataset, batch_size, self.n_chains)
-        elif control_variate is None:
-            self._plain = MinibatchGradient(
-                log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce, rows=self.rows
-            )
-            self.estimator = self._plain if wrap_estimator is None else wrap_estimator(self._plain, self._read_params())
-        else:
-            self._plain = MinibatchGradient(
-                log_lik, log_prior, dataset, batch_size, self.n_chains, minibatch_replace, reduce, rows=self.rows
-            )
-            #: The plain estimator for one chain: the mode search and the full-data passes.
-            self.one_chain_estimator = (
-                self._plain
-                if self.n_chains == 1
-                else MinibatchGradient(log_lik, log_prior, dataset, batch_size, 1, minibatch_replace, reduce, rows=self.rows)
-            )
-            self.estimator = ControlVariateGradient(self._plain, self._mode_start)
+        self._plain = estimators.plain
+        self.estimator = estimators.chain
+        #: The plain estimator for one chain: the mode search and the full-data passes (CV only).
+        self.one_chain_estimator = estimators.one_chain
         self._aux: dict | None = None
         self.initialised = False
         self._jit_compile = False
