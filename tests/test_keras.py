@@ -250,18 +250,15 @@ def test_sgldcv_on_a_keras_logistic_regression_matches_nuts(breast_cancer):
     """A Keras Dense(1) on scikit-learn's breast-cancer data (569 × 30, standardised), bernoulli,
     prior_scale 1, sampled by SGLD-CV through the adapter, against full-data NUTS on the same
     posterior written by hand. Stepsize 4e-3 (ε·λ_max ≈ 0.34 at the mode; check_stepsize passes),
-    8 chains × 2,500 kept (3,000 iterations, burn-in 500). Over the 31 coefficients, seeds 1–5:
-    max |mean difference| 0.364 0.452 0.355 0.408 0.303 posterior sd, max |log sd ratio| 0.207
-    0.296 0.181 0.199 0.230. Bounds 0.6 and 0.35. Broken (seed 1): without the prior, 3.17 sd and
-    1.34; log_lik as the mean over the minibatch (check_model=False), 1.79 sd and 0.62. (With 5,000
-    kept of 6,000 before: seeds 1–5 0.22–0.33 sd and 0.13–0.21; broken 5.2 sd and 1.52, 1.76 sd and
-    0.64.)"""
+    8 chains × 5,000 kept. Over the 31 coefficients, seeds 1–5: max |mean difference| 0.22–0.33
+    posterior sd, max |log sd ratio| 0.13–0.21. Bounds 0.6 and 0.35. Broken: without the prior,
+    5.2 sd and 1.52; log_lik as the mean over the minibatch (check_model=False), 1.76 sd and 0.64."""
     X, y = breast_cancer
     ref_mean, ref_sd = nuts_reference()
     keras.utils.set_random_seed(0)
     bnn = sk.from_model(keras.Sequential([keras.Input((X.shape[1],)), keras.layers.Dense(1)]), "bernoulli")
     out = sgmcmc.sgldcv(bnn.log_lik, {"x": X, "y": y}, bnn.params, 4e-3, log_prior=bnn.log_prior, minibatch_size=57,
-                        n_iters=3_000, burn_in=500, n_iters_opt=2_000, n_chains=8, verbose=False, seed=1)
+                        n_iters=6_000, burn_in=1_000, n_iters_opt=2_000, n_chains=8, verbose=False, seed=1)
     kernel, bias = (name_of(bnn, s) for s in ("kernel", "bias"))
     draws = np.concatenate([out[kernel].reshape(-1, X.shape[1]), out[bias].reshape(-1, 1)], axis=1)
     z = (draws.mean(0) - ref_mean) / ref_sd
