@@ -45,56 +45,71 @@ def uninterrupted():
     return run()
 
 
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """``saved(name)``: a sampler of ``name`` (SMALL, seed 9) that ran 129 iterations (thin 3),
+    saved to its directory, then ran 171 more (``first``, with gradients). Shared by the
+    save/restore, adopted-seed and old-checkpoint tests of the same method; each restores what it
+    uses first, so their order does not matter (one sampler per method instead of one per test).
+    129 and 171 are whole groups of 3, so both calls run one compiled program (130 and 170, as
+    before, compiled a partial-group program too)."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            sampler = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **SMALL, **SETTINGS[name])
+            sgmcmc.sample_chain(sampler, 129, verbose=False, thin=3, store_gradients=True)
+            path = tmp_path_factory.mktemp(f"saved-{name}")
+            sampler.save(str(path))
+            first = sgmcmc.sample_chain(sampler, 171, verbose=False, thin=3, store_gradients=True)
+            done[name] = (sampler, path, first)
+        return done[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_save_restore_continues_exactly(name, tmp_path):
-    """A sampler runs 130 iterations, saves, runs 170 more; restored to its save it runs the same
-    170 again, bit for bit (draws and stored gradients): the save holds every kernel's and
+def test_save_restore_continues_exactly(name, saved):
+    """A sampler runs 129 iterations, saves, runs 171 more; restored to its save it runs the same
+    171 again, bit for bit (draws and stored gradients): the save holds every kernel's and
     estimator's state. (Restoring into a new sampler, as a new process does, is the same
     ``tf.train.Checkpoint`` object: covered by the whole-chain tests below, incl. a SIGKILL.)"""
-    kw = dict(SETTINGS[name])
-    sampler = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **SMALL, **kw)
-    sgmcmc.sample_chain(sampler, 130, verbose=False, thin=3, store_gradients=True)
-    sampler.save(str(tmp_path))
-    first = sgmcmc.sample_chain(sampler, 170, verbose=False, thin=3, store_gradients=True)
-    sampler.restore(str(tmp_path))
-    assert sampler.iteration == 130
-    again = sgmcmc.sample_chain(sampler, 170, verbose=False, thin=3, store_gradients=True)
+    sampler, path, first = saved(name)
+    sampler.restore(str(path))
+    assert sampler.iteration == 129
+    again = sgmcmc.sample_chain(sampler, 171, verbose=False, thin=3, store_gradients=True)
     np.testing.assert_array_equal(again["m"], first["m"])
     np.testing.assert_array_equal(again.gradients["m"], first.gradients["m"])
 
 
 @pytest.mark.parametrize("name", ["sgld", "sghmccv"])
 @pytest.mark.parametrize("other_seed", [123, None], ids=["seed123", "seedNone"])
-def test_restore_adopts_the_saved_seed(name, other_seed, tmp_path):
+def test_restore_adopts_the_saved_seed(name, other_seed, saved):
     """Issue 29.6: the minibatches and noise are keyed by the seed, so a sampler set up with
     another seed (or none) that restores a state saved from ``seed=9`` must continue the saved
     chain, not its own (before: max diff 0.03 after 150 iterations). Fails when ``restore`` does
     not adopt the saved seed (checked: removing ``_adopt_seed`` from ``Sampler.restore``)."""
+    _, path, first = saved(name)
     kw = dict(SETTINGS[name])
-    setup = getattr(sgmcmc, f"{name}_setup")
-    sampler = setup(log_lik, DATA, {"m": 0.0}, **SMALL, **kw)
-    sgmcmc.sample_chain(sampler, 100, verbose=False)
-    sampler.save(str(tmp_path))
-    first = sgmcmc.sample_chain(sampler, 150, verbose=False, store_gradients=True)
-    other = setup(log_lik, DATA, {"m": 0.0}, **dict(SMALL, seed=other_seed), **kw)
+    other = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **dict(SMALL, seed=other_seed), **kw)
     sgmcmc.init_sess(other, verbose=False)
     sgmcmc.sample_chain(other, 7, verbose=False)  # its own seed's functions are compiled and fed
-    other.restore(str(tmp_path))
-    assert other.seed == 9 and other.iteration == 100
-    again = sgmcmc.sample_chain(other, 150, verbose=False, store_gradients=True)
+    other.restore(str(path))
+    assert other.seed == 9 and other.iteration == 129
+    again = sgmcmc.sample_chain(other, 171, verbose=False, thin=3, store_gradients=True)
     np.testing.assert_array_equal(again["m"], first["m"])
     np.testing.assert_array_equal(again.gradients["m"], first.gradients["m"])
 
 
-def test_restore_of_a_checkpoint_without_its_seed_keeps_the_setup_seed(tmp_path):
+def test_restore_of_a_checkpoint_without_its_seed_keeps_the_setup_seed(tmp_path, saved):
     """A checkpoint written before the seed was saved restores as before (same seed: exact)."""
-    sampler = sgmcmc.sgld_setup(log_lik, DATA, {"m": 0.0}, **SMALL, **SETTINGS["sgld"])
-    sgmcmc.sample_chain(sampler, 60, verbose=False)
+    sampler, path, _ = saved("sgld")
+    sampler.restore(str(path))
     sampler._checkpoint(with_seed=False).write(str(tmp_path / "sampler"))
     first = sgmcmc.sample_chain(sampler, 40, verbose=False)
     other = sgmcmc.sgld_setup(log_lik, DATA, {"m": 0.0}, **SMALL, **SETTINGS["sgld"])
     other.restore(str(tmp_path))
-    assert other.seed == 9 and other.iteration == 60
+    assert other.seed == 9 and other.iteration == 129
     np.testing.assert_array_equal(sgmcmc.sample_chain(other, 40, verbose=False)["m"], first["m"])
 
 
@@ -156,13 +171,21 @@ def forbid_sampling(monkeypatch) -> None:
     monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "advance", no_sampling)
 
 
-def test_finished_directory_returns_at_once_and_other_arguments_are_refused(tmp_path, uninterrupted, monkeypatch):
-    run(str(tmp_path), 2000)
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A directory of a finished checkpointed run (the two tests below only read it: a finished
+    directory is never written again, and neither refusal writes)."""
+    path = tmp_path_factory.mktemp("finished")
+    run(str(path), 2000)
+    return path
+
+
+def test_finished_directory_returns_at_once_and_other_arguments_are_refused(finished, uninterrupted, monkeypatch):
     forbid_sampling(monkeypatch)
-    again = run(str(tmp_path), 2000)
+    again = run(str(finished), 2000)
     np.testing.assert_array_equal(again["m"], uninterrupted["m"])
     with pytest.raises(ValueError, match="other arguments"):
-        sgmcmc.sgnht(log_lik, DATA, {"m": 0.0}, 2e-5, checkpoint_dir=str(tmp_path), **RUN)
+        sgmcmc.sgnht(log_lik, DATA, {"m": 0.0}, 2e-5, checkpoint_dir=str(finished), **RUN)
 
 
 # ---------------------------------------------------------------- what "the same arguments" covers
@@ -189,10 +212,9 @@ def changes(err) -> list[str]:
     return [line[4:] for line in str(err.value).splitlines() if line.startswith("  - ")]
 
 
-def test_changed_data_model_or_start_is_refused_naming_what_changed(tmp_path, uninterrupted, monkeypatch):
-    run(str(tmp_path), 2000)
+def test_changed_data_model_or_start_is_refused_naming_what_changed(finished, uninterrupted, monkeypatch):
     forbid_sampling(monkeypatch)
-    call = lambda ll, data, start: sgmcmc.sgnht(ll, data, start, 1e-5, checkpoint_dir=str(tmp_path), **RUN)  # noqa: E731
+    call = lambda ll, data, start: sgmcmc.sgnht(ll, data, start, 1e-5, checkpoint_dir=str(finished), **RUN)  # noqa: E731
     # The same content in a new array (another object): the stored result, at once.
     again = call(log_lik, {"x": X.copy()}, {"m": 0.0})
     np.testing.assert_array_equal(again["m"], uninterrupted["m"])

@@ -128,16 +128,40 @@ def _bijector(name: str):
         pytest.skip(f"tfb.{name}() cannot be built with this TFP/numpy: {error}")
 
 
-@pytest.mark.parametrize("name", list(SHAPE_CASES))
-def test_shapes_round_trip(name):
-    make, shape, unc_shape = SHAPE_CASES[name]
-    bijector = _bijector(name)
-    log_lik, log_prior, data, params = make()
-    name_ = next(iter(params))
+@pytest.fixture(scope="module")
+def correlation_cholesky():
+    """The CorrelationCholesky model and one sgld run on it (2 chains, 300 iterations, every row
+    in the minibatch, gradients stored), shared by the shapes test (its CorrelationCholesky case)
+    and the full-gradient test: the LKJ model is the costliest to compile here."""
+    log_lik, log_prior, data, params = _cholesky_model("CorrelationCholesky")
+    bijector = tfb.CorrelationCholesky()
     out = sgmcmc.sgld(
-        log_lik, data, params, 1e-4, log_prior=log_prior, minibatch_size=50, n_iters=300, verbose=False, seed=2,
-        n_chains=2, store_gradients=True, constraints={name_: bijector},
+        log_lik, data, params, 1e-4, log_prior=log_prior, minibatch_size=len(data["x"]), n_iters=300, verbose=False,
+        seed=2, n_chains=2, store_gradients=True, constraints={"L": bijector},
     )
+    return log_lik, log_prior, data, params, bijector, out
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_shapes_round_trip(name, request):
+    """Draws, unconstrained values and gradients of each bijector's shapes; the step API's
+    constrained get_params and unconstrained sampler.params. The step-API part runs for the
+    simplex and FillScaleTriL cases only: get_params maps the state by the same
+    ``Constrained.to_constrained`` as the whole chain's draws (checked for every case here), and
+    FillScaleTriL is the same matrix <-> vector case as CorrelationCholesky, whose step sampler
+    (the LKJ model) was the costliest compile of this file."""
+    make, shape, unc_shape = SHAPE_CASES[name]
+    if name == "CorrelationCholesky":  # every row in the minibatch: the run serves the full-gradient test too
+        log_lik, log_prior, data, params, bijector, out = request.getfixturevalue("correlation_cholesky")
+        name_ = "L"
+    else:
+        bijector = _bijector(name)
+        log_lik, log_prior, data, params = make()
+        name_ = next(iter(params))
+        out = sgmcmc.sgld(
+            log_lik, data, params, 1e-4, log_prior=log_prior, minibatch_size=50, n_iters=300, verbose=False, seed=2,
+            n_chains=2, store_gradients=True, constraints={name_: bijector},
+        )
     draws, unc = out[name_], out.unconstrained[name_]
     assert draws.shape == (2, 300, *shape) and unc.shape == (2, 300, *unc_shape)
     assert out.gradients[name_].shape == unc.shape  # gradients are taken on the unconstrained scale
@@ -149,6 +173,7 @@ def test_shapes_round_trip(name):
         assert np.allclose(np.triu(draws, 1), 0) and np.all(np.diagonal(draws, axis1=-2, axis2=-1) > 0)
         if name == "CorrelationCholesky":  # rows of unit length: L Lᵀ is a correlation matrix
             assert np.allclose(np.linalg.norm(draws, axis=-1), 1, atol=1e-5)
+            return
     # Step API: get_params is constrained, sampler.params holds the chain's unconstrained state.
     sampler = sgmcmc.sgld_setup(
         log_lik, data, params, 1e-4, log_prior=log_prior, minibatch_size=50, seed=2, constraints={name_: bijector}
@@ -160,14 +185,11 @@ def test_shapes_round_trip(name):
     assert tuple(sampler.params[name_].shape) == unc_shape
 
 
-def test_full_gradients_agree_with_the_sampler():
+def test_full_gradients_agree_with_the_sampler(correlation_cholesky):
     """``full_gradients`` (which reads settings["constraints"]) and the sampler's own estimate
-    with every row in the minibatch are the same exact gradient: same Jacobian, same event_ndims."""
-    log_lik, log_prior, data, params = _cholesky_model("CorrelationCholesky")
-    out = sgmcmc.sgld(
-        log_lik, data, params, 1e-4, log_prior=log_prior, minibatch_size=200, n_iters=20, verbose=False, seed=3,
-        store_gradients=True, constraints={"L": tfb.CorrelationCholesky()},
-    )
+    with every row in the minibatch are the same exact gradient: same Jacobian, same event_ndims
+    (both chains, all 300 stored iterations of the shared run)."""
+    log_lik, log_prior, data, _, _, out = correlation_cholesky
     exact = sgmcmc.full_gradients(log_lik, data, out, log_prior)
     np.testing.assert_allclose(exact["L"], out.gradients["L"], rtol=1e-3, atol=1e-3)
 

@@ -400,7 +400,11 @@ MIRRORED = textwrap.dedent("""
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import keras, numpy as np, sgmcmc
+    import sgmcmc
+    loaded_by_import = "sgmcmc.keras" in sys.modules
+    sgmcmc.keras
+    loaded_on_use = "sgmcmc.keras" in sys.modules
+    import keras, numpy as np
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="tanh"), keras.layers.Dense(3)])
     bnn = sgmcmc.keras.from_model(model, "categorical")
@@ -411,19 +415,28 @@ MIRRORED = textwrap.dedent("""
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     two = sgmcmc.sgld(bnn.log_lik, data, bnn.params, 1e-3, strategy=strategy, **kw)
     print(json.dumps({"diff": max(float(np.abs(one[k] - two[k]).max()) for k in bnn.names),
-                      "shape": list(two[bnn.names[0]].shape)}))
+                      "shape": list(two[bnn.names[0]].shape),
+                      "adapter": [loaded_by_import, loaded_on_use]}))
 """)
 
 
-def test_mirrored_strategy():
-    """Two chains over MirroredStrategy's 2 CPU devices (a fresh process: logical devices are set
-    before TensorFlow starts) equal the one-device run (observed difference 0)."""
+@pytest.fixture(scope="module")
+def fresh_process():
+    """One fresh Python process (TensorFlow's logical devices must be set before it starts)
+    serving two tests: whether ``import sgmcmc`` loads the adapter, then two chains over
+    MirroredStrategy against one device. Its JSON result (a process start costs ~10 s)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(sgmcmc.__file__)), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", MIRRORED], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     import json
 
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_mirrored_strategy(fresh_process):
+    """Two chains over MirroredStrategy's 2 CPU devices (a fresh process: logical devices are set
+    before TensorFlow starts) equal the one-device run (observed difference 0)."""
+    result = fresh_process
     assert result["shape"] == [2, 100, 4, 5]
     assert result["diff"] <= 1e-6, result
 
@@ -501,10 +514,10 @@ def test_readme_keras_example():
     assert scores["accuracy"] > 0.85, scores
 
 
-def test_import_sgmcmc_leaves_the_adapter_unloaded():
+def test_import_sgmcmc_leaves_the_adapter_unloaded(fresh_process):
     """``import sgmcmc`` does not load ``sgmcmc.keras`` (its first use does): measured, the adapter
     adds ~0.01 s on first use, Keras itself being loaded by TensorFlow Probability already. A
-    broken variant importing the adapter eagerly in ``sgmcmc/__init__.py`` fails the first assert."""
-    code = "import sys, sgmcmc; a = 'sgmcmc.keras' in sys.modules; sgmcmc.keras; print(a, 'sgmcmc.keras' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
-    assert out.stdout.split() == ["False", "True"], out.stdout
+    broken variant importing the adapter eagerly in ``sgmcmc/__init__.py`` fails the first assert.
+    Checked in the mirrored test's fresh process (``fresh_process``), right after its first
+    ``import sgmcmc`` (only TensorFlow imported before it, to set the logical devices)."""
+    assert fresh_process["adapter"] == [False, True], fresh_process
