@@ -196,7 +196,8 @@ class Sampler:
         rows: Rows,
     ):
         """``estimators``: what the iterations and the full-data passes call, made before the
-        sampler (:func:`sgmcmc.step.estimators.assemble.assemble_estimators`). ``minibatch_replace``: minibatch rows i.i.d. with replacement.
+        sampler (:func:`sgmcmc.step.estimators.assemble.assemble_estimators`).
+        ``minibatch_replace``: minibatch rows i.i.d. with replacement.
         ``xla_by_default``: the compilation mode when ``SGMCMC_XLA`` does not force one.
         ``chains``: the global indices of the chains this sampler steps (default 0 … K − 1; a
         replica's share under a strategy, :mod:`sgmcmc.distribute.placement`). ``shard``: this

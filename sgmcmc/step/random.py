@@ -63,6 +63,17 @@ class ChainRandom:
         """Draw the streams of ``seed`` from now on (the compiled programs read the key when they run)."""
         self._key.assign(self._key_of(seed))
 
+    @property
+    def calls(self) -> int:
+        """Calls made in this iteration so far (the counter's j, before any loop offset)."""
+        return self._calls
+
+    def seek(self, calls: int, offset: tf.Tensor | None = None) -> None:
+        """Make the next call the iteration's ``calls``-th, plus ``offset`` (a uint64 tensor
+        inside a loop over repeated inner steps, :meth:`sgmcmc.step.contract.BoundEstimator.repeat`;
+        None outside one)."""
+        self._calls, self._offset = int(calls), offset
+
     def begin(self, t: tf.Tensor) -> None:
         """Start iteration ``t`` (traced)."""
         self._t = tf.cast(t, tf.uint64)
