@@ -73,18 +73,27 @@ def _chunk_or_sampling_error(
     call: Callable[[], T], desc: str, sampler: Sampler, it0: int, n: int, kept: str, samples,
     catch: type[Exception] = Exception,
 ) -> T:
+    """``call()``, a compiled chunk of iterations ``it0 + 1 … it0 + n``; an error in it (not
+    Ctrl-C; only ``catch`` es) becomes a :class:`~sgmcmc.SamplingError` naming those iterations
+    (:func:`_or_sampling_error`)."""
+    return _or_sampling_error(call, f"{desc} failed in iterations {it0 + 1}–{it0 + n}", sampler, it0, kept, samples, catch)
+
+
+def _or_sampling_error(
+    call: Callable[[], T], failed: str, sampler: Sampler, iteration: int, kept: str, samples,
+    catch: type[Exception] = Exception,
+) -> T:
     """``call()``; an error in it (not Ctrl-C; only ``catch`` es) becomes a
-    :class:`~sgmcmc.SamplingError` naming the iterations (and, with rows sharded, the worker that
-    stopped answering), carrying ``samples()`` and saying ``kept``."""
+    :class:`~sgmcmc.SamplingError` that says ``failed`` (what failed), the worker that stopped
+    answering with rows sharded, the error's gist and ``kept``, carrying ``samples()``."""
     try:
         return call()
     except KeyboardInterrupt:
         raise
     except catch as error:
         raise SamplingError(
-            f"{desc} failed in iterations {it0 + 1}–{it0 + n}{_peer_failure(sampler, error)} "
-            f"({type(error).__name__}: {_gist(error)}). {kept}",
-            iteration=it0,
+            f"{failed}{_peer_failure(sampler, error)} ({type(error).__name__}: {_gist(error)}). {kept}",
+            iteration=iteration,
             samples=samples(),
         ) from error
 
@@ -383,19 +392,15 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                     last_checkpoint = sampler.iteration
     finally:
         bar.close()
-    try:
-        storage.finish()
-    except KeyboardInterrupt:
-        raise
-    except Exception as error:
-        raise SamplingError(
-            f"{desc}: the log-posterior estimate at the last kept sample (iteration {sampler.iteration}) "
-            f"failed{_peer_failure(sampler, error)} ({type(error).__name__}: {_gist(error)}). Every kept sample "
-            f"is in the exception's `samples` attribute; the last entry of its log_posterior (and "
-            f"gradients) is NaN, and sample_chain(sampler, n) continues the chain",
-            iteration=sampler.iteration,
-            samples=storage.samples(settings),
-        ) from error
+    _or_sampling_error(
+        storage.finish,
+        f"{desc}: the log-posterior estimate at the last kept sample (iteration {sampler.iteration}) failed",
+        sampler,
+        sampler.iteration,
+        "Every kept sample is in the exception's `samples` attribute; the last entry of its "
+        "log_posterior (and gradients) is NaN, and sample_chain(sampler, n) continues the chain",
+        lambda: storage.samples(settings),
+    )
     if checkpoint is not None:
         checkpoint(storage, True)
     return storage.samples(settings)
