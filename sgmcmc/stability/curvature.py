@@ -79,10 +79,19 @@ def _hvp_programs(log_lik: Callable, log_prior: Callable | None) -> tuple[Any, A
     return lik, prior
 
 
+#: Products over a row subsample (:class:`RowSample`) sum it in batches of this many rows, and the
+#: stepsize check's block subsample is one such batch: every product of a check has the same
+#: batch shape, so the double tape is traced once (a network's: seconds). One trace for any
+#: row count (a ``None`` leading dimension) was tried and ran 40–60 % slower a product (bnn_mnist
+#: network, 20,000 rows: 0.21 against 0.13–0.17 s; benchmarks/RESULTS.md).
+SUBSAMPLE_BATCH_ROWS = 5_000
+
+
 class NegativeHessian:
     r"""The operator :math:`v \mapsto Av`, :math:`A = -\nabla^2\log p(\theta|x)` at ``params``,
-    the likelihood summed over all N rows in batches (one compiled call per batch), or over a
-    subsample of them times ``scale`` (:class:`RowSample`).
+    the likelihood summed over all N rows in batches of ``FULL_GRADIENT_BATCH_ROWS`` (one compiled
+    call per batch), or over a subsample of them (``rows``; :class:`RowSample`) in batches of
+    :data:`SUBSAMPLE_BATCH_ROWS`, times ``scale``.
 
     Parameters
     ----------
@@ -102,6 +111,7 @@ class NegativeHessian:
         #: The rows the likelihood is summed over (default all N) and the factor on that sum
         #: (N/m for a subsample of m rows: :class:`RowSample`).
         self.rows, self.scale = (estimator.dataset if rows is None else rows), float(scale)
+        self.batch_rows = FULL_GRADIENT_BATCH_ROWS if rows is None else SUBSAMPLE_BATCH_ROWS
         self.params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         self.dtype = next(iter(self.params.values())).dtype
         # compiled once per model, shared by every operator made on it (the mode search's
@@ -114,9 +124,9 @@ class NegativeHessian:
         self.calls += 1
         vt = {k: tf.constant(np.asarray(v[k]), self.dtype) for k in self.params}
         total = {k: np.zeros(np.shape(v[k])) for k in self.params}
-        data = self.rows
-        for start in range(0, len(next(iter(data.values()))), FULL_GRADIENT_BATCH_ROWS):
-            batch = {k: x[start : start + FULL_GRADIENT_BATCH_ROWS] for k, x in data.items()}
+        data, step = self.rows, self.batch_rows
+        for start in range(0, len(next(iter(data.values()))), step):
+            batch = {k: x[start : start + step] for k, x in data.items()}
             for k, hv in self._lik(self.params, vt, batch).items():
                 total[k] -= self.scale * hv.numpy()
         total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
@@ -421,6 +431,7 @@ def _check(
     block_tol: float | None = None,
     *,
     hess: Operator | None = None,
+    block_hess: Operator | None = None,
     noise: Callable[[Arrays], float] | None = None,
     top: tuple[float, Arrays] | None = None,
     eigen: Callable | None = None,
@@ -431,7 +442,9 @@ def _check(
     """The check: μ and its direction (``top`` if already known), the noise along it (``noise``:
     θ-direction -> variance, :class:`sgmcmc.stability.check.MinibatchNoise`), the distortion,
     the safe stepsize and, with ``per_parameter``, the block curvatures. ``hess`` defaults to the
-    full-data operator; ``eigen`` to power iteration. ``per_parameter_only_if_slow``: the safe
+    full-data operator, ``block_hess`` (the operator of the block curvatures and of the joint
+    scaling of the safe stepsize per parameter, e.g. on fewer rows) to ``hess``; ``eigen`` to
+    power iteration. ``per_parameter_only_if_slow``: the safe
     stepsize per parameter (one more eigenvalue search and noise estimate) only when the
     curvature ratio makes ``slow_mixing`` true, whose message is its only reader (the samplers'
     own check); else None."""
@@ -452,7 +465,7 @@ def _check(
     blocks = per_block = curvature_ratio = None
     slow_mixing = False
     if per_parameter:
-        blocks = _block_curvatures(hess, like, block_iters or max_iters, block_tol or tol, seed, eigen)
+        blocks = _block_curvatures(block_hess or hess, like, block_iters or max_iters, block_tol or tol, seed, eigen)
         positive = [c for c in blocks.values() if c > 0]
         if len(names) > 1 and len(positive) > 1:
             curvature_ratio = float(max(positive) / min(positive))
@@ -460,7 +473,8 @@ def _check(
         if curvature_ratio is not None and (not per_parameter_only_if_slow or slow_mixing):
             fallback = safe if np.all(np.isfinite(list(safe.values()))) else stepsize
             per_block = _safe_per_parameter(
-                method, hess, like, blocks, fallback, hyper, distortion, max_iters, tol, seed, noise, eigen
+                method, block_hess or hess, like, blocks, fallback, hyper, distortion, max_iters, block_tol or tol, seed,
+                noise, eigen,
             )
     return StepsizeCheck(
         method=method,
@@ -473,7 +487,7 @@ def _check(
         distortion=float(distortion),
         safe_stepsize=safe[names[0]] if scalar else safe,
         too_large=bool(np.isinf(ratio) or abs(ratio - 1.0) > distortion),
-        operator_calls=hess.calls,
+        operator_calls=hess.calls + (0 if block_hess is None else block_hess.calls),
         safe_stepsize_per_parameter=per_block,
         curvature_ratio=curvature_ratio,
         slow_mixing=bool(slow_mixing),
