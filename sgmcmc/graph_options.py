@@ -81,4 +81,46 @@ def own_function(fn: Callable | None = None, **options: Any) -> Any:
         return lambda f: own_function(f, **options)
     wrapper = functools.partial(fn)
     wrapper.__name__ = getattr(fn, "__name__", "function")  # the graph's name; adds no __wrapped__
-    return tf.function(wrapper, **options)
+    if "autograph" in options:
+        return tf.function(wrapper, **options)
+    return AutographIfNeeded(wrapper, options)
+
+
+class AutographIfNeeded:
+    """A ``tf.function`` traced without AutoGraph while the Python code allows it, with AutoGraph
+    from the first call whose trace does not (the default of :func:`own_function`).
+
+    Why: AutoGraph converts every Python function a trace calls — a user's ``log_lik``, the TFP
+    distributions and Keras layers under it, the package's own code — before tracing it. That
+    conversion was most of a fresh sampler's first call: ``sgld`` on a logistic regression (N =
+    10^5, 10^3 iterations) 6.1–6.4 s with it, 2.3–2.6 s without, the same draws
+    (benchmarks/RESULTS.md). Code without tensor-dependent Python control flow traces to the same
+    graph either way (the 61 chain fingerprints are unchanged). Code with it — ``if``, ``while``,
+    ``assert``, ``and``/``or`` on a tensor, ``for`` over a tensor, ``range(tensor)`` — cannot be
+    traced without AutoGraph: TensorFlow raises while tracing, before anything runs, and this
+    object then traces with AutoGraph for that call and every later one (a genuine error in
+    the code surfaces from that second trace). An error while running (``tf.errors.OpError``)
+    is raised as it is."""
+
+    def __init__(self, fn: Callable, options: dict[str, Any]):
+        self.plain = tf.function(fn, autograph=False, **options)
+        self._fn, self._options = fn, options
+        self.converted: Any = None
+
+    @property
+    def active(self) -> Any:
+        """The ``tf.function`` calls go to."""
+        return self.plain if self.converted is None else self.converted
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.converted is None:
+            try:
+                return self.plain(*args, **kwargs)
+            except tf.errors.OpError:
+                raise
+            except Exception:  # noqa: BLE001 — a trace that needs AutoGraph (or a genuine error: raised again below)
+                self.converted = tf.function(self._fn, **self._options)
+        return self.converted(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # get_concrete_function, experimental_get_tracing_count, …
+        return getattr(self.active, name)

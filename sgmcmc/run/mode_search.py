@@ -141,7 +141,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
         kernel = SGD(sampler.control_variate.opt_stepsize)
         mode = sampler.estimator.mode
 
-        @own_function
+        @own_function(autograph=True)  # its loop and early exit are Python's `for` and `break`
         def run_opt_chunk(n, t0, block):
             params = {k: v.read_value()[None] for k, v in mode.items()}
             last = tf.zeros([1], sampler.dtype)

@@ -185,6 +185,8 @@ def map_over_chains(fn: Callable, args, n_chains: int):
         return tf.nest.map_structure(lambda x: x[None], one)
     try:
         return tf.vectorized_map(fn, args, fallback_to_while_loop=True, warn=False)
+    except tf.errors.OperatorNotAllowedInGraphError:
+        raise  # Python control flow on a tensor, traced without AutoGraph: graph_options.AutographIfNeeded's
     except Exception as error:  # the user's ops may not vectorise in any form
         warnings.warn(
             f"the model could not be vectorised over chains ({type(error).__name__}: {error}); the "
