@@ -112,15 +112,21 @@ class AutographIfNeeded:
         """The ``tf.function`` calls go to."""
         return self.plain if self.converted is None else self.converted
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _with_fallback(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self.converted is None:
             try:
-                return self.plain(*args, **kwargs)
+                return getattr(self.plain, method)(*args, **kwargs)
             except tf.errors.OpError:
                 raise
             except Exception:  # noqa: BLE001 — a trace that needs AutoGraph (or a genuine error: raised again below)
                 self.converted = tf.function(self._fn, **self._options)
-        return self.converted(*args, **kwargs)
+        return getattr(self.converted, method)(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # get_concrete_function, experimental_get_tracing_count, …
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._with_fallback("__call__", *args, **kwargs)
+
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> Any:
+        return self._with_fallback("get_concrete_function", *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # experimental_get_tracing_count, python_function, …
         return getattr(self.active, name)

@@ -710,11 +710,14 @@ class Sampler:
         t = self._iteration.read_value() + 1
         state, est = self._step(self._read_state(), t, _iteration_of(block, offset))
         finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
-        if finite:
+
+        def write() -> tf.Tensor:
             self._write_state(state)
             self._iteration.assign(t)
             self._last_log_post.assign(est.log_post)
-        return finite
+            return tf.constant(True)
+
+        return tf.cond(finite, write, lambda: tf.constant(False))
 
     def _make_step(self):
         """The step API's compiled call ``(block, offset) -> finite``. Under XLA: the loop's own
