@@ -141,22 +141,34 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
         kernel = SGD(sampler.control_variate.opt_stepsize)
         mode = sampler.estimator.mode
 
-        @own_function(autograph=True)  # its loop and early exit are Python's `for` and `break`
+        @own_function
         def run_opt_chunk(n, t0, block):
-            params = {k: v.read_value()[None] for k, v in mode.items()}
-            last = tf.zeros([1], sampler.dtype)
-            diverged_at = tf.constant(0, tf.int64)
-            done = tf.constant(0, tf.int64)
-            for i in tf.range(n):
+            """Up to ``n`` SGD steps; stops at the first whose state or estimate is not finite
+            (that step not taken, ``diverged_at`` its iteration)."""
+
+            def step(i, params, last, done, diverged_at):
                 t = t0 + i + 1
                 sampler._opt_rng.begin(t)
                 minibatches = Minibatches(_iteration_of(block, i))
                 estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler._opt_rng, t)
                 new, _, est = kernel.one_step(params, {}, estimate, sampler._opt_rng, t)
-                if not tf.reduce_all(_finite_per_chain(new, est.log_post)):
-                    diverged_at = t
-                    break
-                params, last, done = new, est.log_post, i + 1
+                finite = tf.reduce_all(_finite_per_chain(new, est.log_post))
+                return (i + 1, *tf.cond(
+                    finite,
+                    lambda: (new, est.log_post, i + 1, diverged_at),
+                    lambda: (params, last, done, t),
+                ))
+
+            start = (
+                tf.constant(0, tf.int64),
+                {k: v.read_value()[None] for k, v in mode.items()},
+                tf.zeros([1], sampler.dtype),
+                tf.constant(0, tf.int64),
+                tf.constant(0, tf.int64),
+            )
+            _, params, last, done, diverged_at = tf.while_loop(
+                lambda i, params, last, done, diverged_at: tf.logical_and(i < n, diverged_at == 0), step, start
+            )
             for k, v in mode.items():
                 v.assign(params[k][0])
             return done, diverged_at, last
