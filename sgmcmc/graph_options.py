@@ -92,9 +92,9 @@ class AutographIfNeeded:
 
     Why: AutoGraph converts every Python function a trace calls — a user's ``log_lik``, the TFP
     distributions and Keras layers under it, the package's own code — before tracing it. That
-    conversion was most of a fresh sampler's first call: ``sgld`` on a logistic regression (N =
-    10^5, 10^3 iterations) 6.1–6.4 s with it, 2.3–2.6 s without, the same draws
-    (benchmarks/RESULTS.md). Code without tensor-dependent Python control flow traces to the same
+    conversion was most of a process's first call: ``sgld`` on a logistic regression (N =
+    10^5, 10^3 iterations, the stepsize check included) 5.4–6.4 s with it, 2.0–2.6 s without,
+    the same draws (benchmarks/RESULTS.md). Code without tensor-dependent Python control flow traces to the same
     graph either way (the 61 chain fingerprints are unchanged). Code with it — ``if``, ``while``,
     ``assert``, ``and``/``or`` on a tensor, ``for`` over a tensor, ``range(tensor)`` — cannot be
     traced without AutoGraph: TensorFlow raises while tracing, before anything runs, and this

@@ -75,9 +75,8 @@ MIN_ROWS = 20_000
 ROWS_PER_MINIBATCH = 10
 #: The per-parameter block curvatures (the slow-mixing warning's ratio and its suggested
 #: stepsize per parameter, that suggestion's joint scaling too) are taken on at most this many
-#: of the subsample's rows, by Lanczos
-#: (≤ 8 steps, 1 % tolerance; a one-element block: one product): each block costs its own
-#: Hessian-vector products. A subsample's λ_max overestimates the full data's in expectation
+#: of the subsample's rows, by Lanczos (≤ 8 steps, 1 % tolerance; a one-element block: one
+#: product): each block costs its own Hessian-vector products. A subsample's λ_max overestimates the full data's in expectation
 #: (λ_max is convex, the subsample's Hessian unbiased), most for high-dimensional blocks of flat
 #: spectrum: on the bnn_mnist network (d = 79,510), 5,000 of 20,000 rows gave 1.00–1.02× for
 #: the output layer and the precisions, 1.01–1.48× for the hidden kernel and 1.08–1.54× for its

@@ -275,7 +275,9 @@ class StepsizeCheck:
         :math:`|\rho - 1| \le \delta`.
     too_large : bool
     operator_calls : int
-        Full-data Hessian-vector products used (each about two full-data gradients).
+        Hessian-vector products used, each about two gradients over its rows (all N rows for
+        :func:`check_stepsize`; the samplers' own check: its row subsample, and for the block
+        curvatures at most ``BLOCK_ROWS`` of those rows).
     safe_stepsize_per_parameter : dict or None
         Name -> stepsize, one per parameter block (``per_parameter=True``, two or more
         parameters): each block's stepsize in proportion to 1/its block curvature (so every block

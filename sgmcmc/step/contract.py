@@ -186,7 +186,7 @@ def map_over_chains(fn: Callable, args, n_chains: int):
     try:
         return tf.vectorized_map(fn, args, fallback_to_while_loop=True, warn=False)
     except tf.errors.OperatorNotAllowedInGraphError:
-        raise  # Python control flow on a tensor, traced without AutoGraph: graph_options.AutographIfNeeded's
+        raise  # a trace without AutoGraph that needs it: graph_options.AutographIfNeeded retraces with it
     except Exception as error:  # the user's ops may not vectorise in any form
         warnings.warn(
             f"the model could not be vectorised over chains ({type(error).__name__}: {error}); the "
