@@ -322,10 +322,14 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     point = {k: tf.convert_to_tensor(v) for k, v in point.items()}
     batch_size = plain.batch_size
     sample = RowSample.draw(plain, check_rows(batch_size), sampler.seed)
-    blocks_sample = sample.subsample(BLOCK_ROWS, sampler.seed)
+    shared = len(set(steps.values())) == 1
+    blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
     with package_call_options():
         hess = NegativeHessian(plain, point, sample.rows, sample.scale)
-        block_hess = NegativeHessian(plain, point, blocks_sample.rows, blocks_sample.scale)
+        block_hess = None
+        if blocks:
+            block_sample = sample.subsample(BLOCK_ROWS, sampler.seed)
+            block_hess = NegativeHessian(plain, point, block_sample.rows, block_sample.scale)
         like = {k: np.zeros(v.shape) for k, v in point.items()}
         root = {k: np.sqrt(steps[k]) for k in like}
         ritz = lanczos(scaled_operator(hess, root), like)
@@ -334,8 +338,6 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
         if kind != "plain":
             displacements = difference_displacements(ritz, root, DIFFERENCE_DRAWS, np.sqrt(2.0) if kind == "anchor_draw" else 1.0, sampler.seed)
         noise = MinibatchNoise(plain, point, sample, batch_size, displacements, sampler.seed)
-        shared = len(set(steps.values())) == 1
-        blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
         result = _check(
             method, plain, point, steps, shared, hyper, 0.1, blocks, LANCZOS_STEPS, LANCZOS_TOL, 0,
             block_iters=8, block_tol=1e-2, hess=hess, block_hess=block_hess, noise=noise,
