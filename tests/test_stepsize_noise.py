@@ -177,3 +177,30 @@ def test_the_samplers_check_finds_each_blocks_curvature_in_a_high_dimensional_bl
         assert check.curvature_per_parameter["w"] == pytest.approx(exact_w, rel=1e-3), (seed, exact_w)
         assert check.curvature_per_parameter["b"] == pytest.approx(n_rows + 0.01, rel=1e-3)
         assert check.slow_mixing and check.curvature_ratio == pytest.approx((n_rows + 0.01) / exact_w, rel=1e-3)
+
+
+def test_the_samplers_check_judges_with_the_samplers_own_hyperparameters():
+    """The check before sampling reads the hyperparameters from the sampler's dynamics (its
+    ``hyperparameters``), not from names known above ``step/``: SGHMC's friction and leapfrog
+    count, SGNHT's ``a``. Its ρ must be the closed form at the sampler's values — and differ
+    from the one at the defaults, so a check that fell back to them fails here. Measured (μ = 0.50,
+    q = 49.6, the noise of N/n = 100): SGHMC ρ = 5.91 at alpha = 0.4, L = 2 against 22.4 at the
+    defaults; SGNHT 9.90 at a = 0.3 against 53.3 (the check equals the closed form to 1e-16)."""
+    from sgmcmc.stability.curvature import sd_ratio
+
+    x = gaussian_data()
+    cases = (
+        ("sghmc", sgmcmc.sghmc_setup, dict(alpha=0.4, L=2), dict(alpha=0.4, L=2), dict(alpha=0.01, L=5)),
+        ("sgnht", sgmcmc.sgnht_setup, dict(a=0.3), dict(a=0.3), dict(a=0.01)),
+    )
+    for name, setup, kwargs, given, defaults in cases:
+        sampler = setup(gaussian_log_lik, {"x": x}, {"mu": x.mean(0)}, 0.5 / N, minibatch_size=N_MB, seed=1,
+                        **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check = check_before_sampling(sampler)
+        mu, q = check.scaled_curvature, check.noise
+        assert mu == pytest.approx(0.5, rel=0.02) and q > 0
+        expected = sd_ratio(name, mu, noise=q, **given)
+        assert check.sd_ratio == pytest.approx(expected, rel=1e-9), name
+        assert abs(sd_ratio(name, mu, noise=q, **defaults) - expected) > 0.05, name

@@ -62,6 +62,7 @@ from .curvature import (
     _is_control_variate,
     _warn,
     scaled_operator,
+    stability_model,
 )
 
 Arrays = dict[str, np.ndarray]
@@ -316,7 +317,8 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     if not sampler.stepsize_check or plain is None or method is None or getattr(type(kernel), "preconditioned", False):
         return None
     steps = {k: first_stepsize(e) for k, e in kernel.stepsize.items()}
-    hyper = _hyper(method, list(steps), getattr(kernel, "alpha", 0.01), getattr(kernel, "L", 5), getattr(kernel, "a", 0.01))
+    values = {name: getattr(kernel, name) for name in type(kernel).hyperparameters}
+    hyper = stability_model(method).distortion_hyperparameters(list(steps), values)
     if point is None:
         point = sampler.check_point()
     point = {k: tf.convert_to_tensor(v) for k, v in point.items()}
