@@ -80,7 +80,7 @@ def full_gradients(
     if not dtype.is_floating:
         dtype = tf.float64
     constraints = dict(s.settings.get("constraints") or {})
-    rows = Rows(checks.check_dataset(dataset, dtype), dtype.as_numpy_dtype)  # read where they are
+    rows = Rows(checks.check_dataset(dataset), dtype.as_numpy_dtype)  # read where they are
     collective = row_collective(strategy, shard_rows, "full_gradients", dict(samples=values, log_prior=log_prior is not None))
     block_rows = min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from .. import checks, programs
 from ..constraints import Constrained, check_constraints
-from ..data.rows import Rows
+from ..data.rows import Rows, read_entries
 from ..distribute.collective import Collective, unreached_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
@@ -243,7 +243,7 @@ def _checked_construction(
         unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
         starts = [unconstrained[id(s)] for s in starts]
         all_starts = [unconstrained[id(all_starts[0])]]
-    data = checks.check_dataset(model.dataset, dtype)
+    data = read_entries(checks.check_dataset(model.dataset), tf.as_dtype(dtype).as_numpy_dtype)
     n_rows = len(next(iter(data.values())))
     n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
     kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))

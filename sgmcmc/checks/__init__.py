@@ -3,7 +3,8 @@ check raises with a message that names the problem and the fix (SPEC §4).
 
 - :mod:`~sgmcmc.checks.arguments`: dtype, starting values, numbers and counts, per-parameter
   values, the one stepsize rule, the minibatch size;
-- :mod:`~sgmcmc.checks.data`: datasets (entries read where they are), tensors without a copy;
+- :mod:`~sgmcmc.checks.data`: datasets (entries kept where they are; how they are read is
+  :mod:`sgmcmc.data.rows`);
 - :mod:`~sgmcmc.checks.model`: the trial evaluation of ``log_lik``/``log_prior``;
 - :mod:`~sgmcmc.checks.storage`: will the kept samples fit;
 - :mod:`~sgmcmc.checks.simplex`: the simplex samplers' starts, prior and ``counts``.

@@ -1,14 +1,14 @@
-"""Checks and conversions of datasets: entries read where they are (SPEC §11), categorical
-columns refused, non-finite rows named, tensors without a copy."""
+"""Checks of datasets: entries kept where they are (SPEC §11), categorical columns refused,
+non-finite rows named, unequal lengths refused. How the model reads the entries (their dtype,
+casts of the rows read) is :mod:`sgmcmc.data.rows`."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 import numpy as np
-import tensorflow as tf
 
-from ..data.rows import CastEntry, is_array_like, output_dtype
+from ..data.rows import is_array_like
 
 
 def _entries(dataset: Any) -> Mapping:
@@ -78,21 +78,19 @@ def _as_entry(value: Any) -> Any:
     return np.asarray(value)
 
 
-def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
-    """Dataset entries as the sampler reads them: floats in the model dtype, integers kept as
-    integers, booleans as int32 — without copying any entry (SPEC §11).
+def check_dataset(dataset: Any) -> dict[str, Any]:
+    """The dataset's entries, checked, without copying any of them (SPEC §11).
 
     ``dataset`` is a dict of name -> array-like (numpy, ``np.memmap``, h5py ``Dataset``, zarr
     ``Array``, pandas Series, tf tensor) or a pandas DataFrame (each column an entry). Numpy
-    arrays and on-disk array-likes are kept where they are: an entry already in its reading
-    dtype comes back as the same object (``np.shares_memory``); one that needs a cast (float64
-    in a float32 model, booleans) comes back as a :class:`~sgmcmc.data.rows.CastEntry`, which casts
-    the rows read from it, never the whole entry. The NaN/Inf check reads the entry once, in
-    blocks, and allocates nothing the size of the data."""
+    arrays and on-disk array-likes come back as the same objects (``np.shares_memory``);
+    pandas columns, tensors and lists as numpy arrays. Refused: an empty dataset, scalars,
+    categorical or non-numeric entries, NaN/Inf (the first row named), unequal lengths. The
+    NaN/Inf check reads each float entry once, in blocks, and allocates nothing the size of the
+    data. :func:`sgmcmc.data.rows.read_entries` then says how the model reads them."""
     entries = _entries(dataset)
     if not entries:
         raise ValueError("dataset is empty: give at least one entry, e.g. dataset={'x': x}")
-    target = np.dtype(dtype.as_numpy_dtype)
     out = {}
     for name, value in entries.items():
         _refuse_categorical(name, value)
@@ -111,8 +109,7 @@ def check_dataset(dataset: Any, dtype: tf.DType) -> dict[str, Any]:
                 )
         elif kind not in "iub":
             raise TypeError(f"dataset[{name!r}] is not numeric (dtype {array.dtype}): convert it to numbers")
-        reading = output_dtype(np.dtype(array.dtype), target)
-        out[name] = array if np.dtype(array.dtype) == reading else CastEntry(array, reading)
+        out[name] = array
     lengths = {name: int(a.shape[0]) for name, a in out.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(

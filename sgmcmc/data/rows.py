@@ -93,7 +93,7 @@ def is_array_like(value: Any) -> bool:
 def shared_in_place(entry: Any, dtype: Any) -> bool:
     """Whether TensorFlow can read ``entry`` in place as a CPU tensor of ``dtype``, without a
     copy: a C-contiguous, writeable numpy array already in ``dtype`` on a
-    :data:`TENSOR_ALIGNMENT` boundary (what ``checks.data.as_tensor`` shares through DLPack).
+    :data:`TENSOR_ALIGNMENT` boundary (what :func:`as_tensor` shares through DLPack).
     A read-only memmap, an unaligned or cast array, h5py or zarr are not."""
     return (
         isinstance(entry, np.ndarray) and entry.dtype == np.dtype(dtype) and entry.flags.c_contiguous
@@ -343,6 +343,17 @@ class CastEntry:
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         return np.asarray(self.base[:]).astype(dtype or self.dtype)
+
+
+def read_entries(entries: dict[str, Any], float_dtype: Any) -> dict[str, Any]:
+    """Each entry as the model reads it (:func:`output_dtype`): the same object when it is
+    already in its reading dtype, else a :class:`CastEntry` (float64 in a float32 model,
+    booleans) — never a cast copy of the whole entry."""
+    out = {}
+    for name, entry in entries.items():
+        reading = output_dtype(np.dtype(entry.dtype), np.dtype(float_dtype))
+        out[name] = entry if np.dtype(entry.dtype) == reading else CastEntry(entry, reading)
+    return out
 
 
 class Rows:

@@ -48,6 +48,7 @@ import tensorflow as tf
 
 from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
+from ..data.rows import read_entries
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
 from .. import checks
 from ..distribute.placement import row_collective
@@ -442,7 +443,7 @@ def check_stepsize(
     name = _dynamics(method)
     dtype = checks.as_dtype(dtype)
     point = checks.check_params(params, dtype)
-    data = checks.check_dataset(dataset, dtype)
+    data = read_entries(checks.check_dataset(dataset), dtype.as_numpy_dtype)
     steps = checks.per_parameter(stepsize, list(point), "stepsize")
     same = dict(params=point, stepsize=steps, method=name, alpha=alpha, L=L, a=a, distortion=distortion,
                 per_parameter=per_parameter, max_iters=max_iters, tol=tol, seed=seed, dtype=dtype.name,
