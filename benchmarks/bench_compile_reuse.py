@@ -56,7 +56,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     data = make_data(args.rows)
     t0 = time.perf_counter()
-    checks.check_dataset(data, tf.float32)
+    checks.check_dataset(data)
     scan = time.perf_counter() - t0
     print(f"N = {args.rows:,}, {args.iters} iterations per call; the dataset check alone (every call): {scan:.3f} s")
     print(f"{'case':34s} {'first':>7s} {'fresh':>7s} {'reused':>7s}  reused/fresh")
