@@ -22,7 +22,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from logreg_model import log_lik, log_prior, make_data, start  # noqa: E402
 
-import tensorflow as tf  # noqa: E402
 
 import sgmcmc  # noqa: E402
 from sgmcmc import checks  # noqa: E402
