@@ -64,7 +64,8 @@ def main(argv=None):
         flush=True,
     )
     # The floor, same process: one call of an empty compiled program given the step's arguments
-    # (the block it reads, n, the offset), and a variable read as numpy (what get_params does
+    # (the block it reads, n, the offset) — through tf.function, and as the step calls its
+    # program (graph_options.bound_once) — and a variable read as numpy (what get_params does
     # per parameter).
     import tensorflow as tf
 
@@ -72,8 +73,12 @@ def main(argv=None):
     one = tf.constant(1, tf.int64)
     empty = tf.function(lambda n, b, o: n + o, jit_compile=sampler.jit_compile or None)
     variable = next(iter(sampler.params.values()))
+    from sgmcmc.graph_options import bound_once
+
+    empty_bound = bound_once(empty.get_concrete_function(one, block, offset))
     floors = {
         "empty compiled call, same arguments": lambda: empty(one, block, offset),
+        "empty compiled call, arguments bound once (what the step does)": lambda: empty_bound(one, block, offset),
         "one variable read to numpy": lambda: variable.numpy(),
     }
     for name, fn in floors.items():

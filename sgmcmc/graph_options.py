@@ -130,3 +130,31 @@ class AutographIfNeeded:
 
     def __getattr__(self, name: str) -> Any:  # experimental_get_tracing_count, python_function, …
         return getattr(self.active, name)
+
+
+def bound_once(function: Any) -> Callable[..., Any]:
+    """``function(*args)`` for a concrete function called many times with tensors of one
+    structure, shapes and dtypes (the step API's step): the arguments are flattened in
+    ``tf.nest`` order and handed to the function's flat call with its captured inputs — what
+    its ``__call__`` does after binding them to its signature, which was ~120 of a step's
+    ~530 µs (``/tmp`` probe beside benchmarks/bench_step.py, round 5 session 9). The first
+    call checks the flattened arguments against the function's inputs (count, dtypes,
+    shapes); on a mismatch, or with a TensorFlow without that private entry point, every call
+    goes through ``__call__``."""
+    flat_call = getattr(function, "_call_flat", None)
+    inputs = getattr(function, "inputs", None)
+    if flat_call is None or inputs is None:
+        return function
+    checked: list[bool] = []
+
+    def call(*args: Any) -> Any:
+        flat = tf.nest.flatten(args)
+        if not checked:
+            specs = [(t.dtype, tuple(t.shape)) for t in inputs[: len(flat)]]
+            given = [(getattr(t, "dtype", None), tuple(getattr(t, "shape", ()))) for t in flat]
+            checked.append(len(inputs) == len(flat) + len(function.captured_inputs) and specs == given)
+        if not checked[0]:
+            return function(*args)
+        return flat_call(flat, function.captured_inputs)
+
+    return call

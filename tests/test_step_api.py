@@ -268,3 +268,27 @@ def test_steps_across_blocks_interleaved_with_runs_and_restores(small_gauss, run
     again = _steps(sampler, sess, 6)
     np.testing.assert_array_equal(np.concatenate([first, middle, after, ahead]), whole[:36])
     np.testing.assert_array_equal(again, ahead)
+
+
+def test_bound_once_gives_the_functions_results_and_falls_back_on_other_arguments():
+    """The step calls its concrete program through graph_options.bound_once (the arguments
+    flattened once, not bound to the signature on every call). Same outputs as the function's
+    own call, for new tensors of the traced structure; arguments that do not match the trace
+    on the first call go through the function's own call, which refuses them. Broken variants
+    tried: without the first-call check, the (3,)-shaped call ran on the (2,)-traced graph and
+    returned a value instead of raising; flattening the arguments in another order (dict keys
+    reversed) returned b + 2a for a + 2b."""
+    from sgmcmc.graph_options import bound_once
+
+    traced = tf.function(lambda n, parts: n * (parts["a"] + 2.0 * parts["b"]))
+    n = tf.constant(3.0)
+    parts = {"a": tf.constant([1.0, 2.0]), "b": tf.constant([10.0, 20.0])}
+    concrete = traced.get_concrete_function(n, parts)
+    call = bound_once(concrete)
+    for a, b in (([1.0, 2.0], [10.0, 20.0]), ([-1.0, 0.5], [4.0, -8.0])):
+        given = {"a": tf.constant(a), "b": tf.constant(b)}
+        np.testing.assert_array_equal(call(n, given).numpy(), concrete(n, given).numpy())
+        np.testing.assert_array_equal(call(n, given).numpy(), 3.0 * (np.array(a) + 2.0 * np.array(b)))
+    other = bound_once(traced.get_concrete_function(n, parts))
+    with pytest.raises((TypeError, ValueError)):
+        other(n, {"a": tf.constant([1.0, 2.0, 3.0]), "b": tf.constant([1.0, 2.0, 3.0])})

@@ -50,7 +50,7 @@ from ..errors import CompilationWarning, DivergenceError, NotInitialisedError
 from ..step.estimators import MinibatchGradient
 from ..step.estimators.assemble import Estimators
 from ..distribute.placement import RowShard
-from ..graph_options import own_function, package_call_options
+from ..graph_options import bound_once, own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from ..data.pipeline import BlockFeed, iterations_per_block
 from ..step.random import ChainRandom
@@ -725,13 +725,15 @@ class Sampler:
         differently in the last bit)."""
         if self.jit_compile:
             self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
+        call: list = []  # the concrete step, its arguments bound once (graph_options.bound_once)
         if not self.jit_compile:
             checked = own_function(self._checked_step)
 
             def run(block, offset) -> bool:
                 if self._step_function is None:  # one trace; the block's shape never changes
                     self._step_function = checked.get_concrete_function(block, offset)
-                return bool(self._step_function(block, offset))
+                    call[:] = [bound_once(self._step_function)]
+                return bool(call[0](block, offset))
 
             return run
         advance = self._compiled("advance", lambda n, block, offset: self._advance_chunk(n, block, offset))
@@ -740,7 +742,8 @@ class Sampler:
         def run_xla(block, offset) -> bool:
             if self._step_function is None:
                 self._step_function = advance.get_concrete_function(one, block, offset)
-            return int(self._step_function(one, block, offset)[1]) == 0
+                call[:] = [bound_once(self._step_function)]
+            return int(call[0](one, block, offset)[1]) == 0
 
         return run_xla
 
