@@ -461,11 +461,13 @@ time.sleep(1000)
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (Linux: /proc)."""
+    """Whether process ``pid`` exists and is not a zombie (Linux: /proc). A process reaped
+    between the open and the read makes the read raise ProcessLookupError: gone too (seen once
+    in a full run, session 9)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(") ")[2][:1] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
