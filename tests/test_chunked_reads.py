@@ -20,7 +20,7 @@ import tensorflow as tf
 import sgmcmc
 from sgmcmc import checks
 from sgmcmc.data import rows as rows_module
-from sgmcmc.data.rows import CastEntry, Rows, read_entries, take_rows
+from sgmcmc.data.rows import CastEntry, Rows, take_rows
 
 h5py = pytest.importorskip("h5py")
 
@@ -92,14 +92,14 @@ def test_rows_equal_numpy_fancy_indexing(h5file, layout, row_shape):
 
 
 def test_rows_cast_on_the_way_out(h5file):
-    """A float64 h5py entry in a float32 model (a CastEntry, what read_entries makes of it) and
+    """A float64 h5py entry in a float32 model (a CastEntry, what Rows.as_read makes of it) and
     a boolean one: rows equal numpy's rows cast, through Rows.take with and without ``out``."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((N, 3)) * 1e3
     flags = rng.random(N) < 0.5
     h5file.create_dataset("cast/x", data=x, chunks=(10, 3))
     h5file.create_dataset("cast/flags", data=flags)
-    data = read_entries(checks.check_dataset({"x": h5file["cast/x"], "flags": h5file["cast/flags"]}), np.float32)
+    data = Rows(checks.check_dataset({"x": h5file["cast/x"], "flags": h5file["cast/flags"]}), np.float32).as_read()
     assert isinstance(data["x"], CastEntry) and isinstance(data["flags"], CastEntry)
     rows = Rows(data, np.float32)
     indices = rng.integers(0, N, (6, 40))

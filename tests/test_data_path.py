@@ -10,7 +10,7 @@ import tensorflow as tf
 import sgmcmc
 import sgmcmc.data.pipeline
 from sgmcmc import checks
-from sgmcmc.data.rows import CastEntry, Rows, read_entries
+from sgmcmc.data.rows import CastEntry, Rows
 
 N, D = 4_000, 3
 
@@ -121,7 +121,7 @@ def test_streamed_full_data_gradient_equals_the_in_memory_one(stores):
     plain.FULL_GRADIENT_BATCH_ROWS = 1_000
     try:
         for name in ("memory", "h5py"):
-            data = read_entries(checks.check_dataset(stores[name]), np.float64)
+            data = Rows(checks.check_dataset(stores[name]), np.float64).as_read()
             grad = MinibatchGradient(log_lik, log_prior, data, 50, 1).full_data_gradient({"b": tf.constant(b)})
             np.testing.assert_allclose(grad["b"].numpy(), exact, rtol=1e-10, atol=1e-8)
     finally:
@@ -146,7 +146,7 @@ def test_sgldcv_on_a_memmap_recovers_the_exact_posterior(stores):
 
 
 def test_no_entry_is_copied_or_cast_whole():
-    """check_dataset keeps every entry as it is; read_entries keeps an unaligned float32 array and
+    """check_dataset keeps every entry as it is; Rows.as_read keeps an unaligned float32 array and
     an int array as they are, and makes float64 in a float32 model and booleans CastEntry (rows
     cast when read)."""
     base = np.zeros(3 * 1000 + 1, np.float32)
@@ -154,7 +154,8 @@ def test_no_entry_is_copied_or_cast_whole():
     entries = {"x": unaligned, "g": np.arange(1000), "w": np.ones(1000), "m": np.ones(1000, bool)}
     checked = checks.check_dataset(entries)
     assert all(checked[k] is entries[k] for k in entries)
-    data = read_entries(checked, np.float32)
+    rows = Rows(checked, np.float32)
+    data = rows.as_read()
     assert data["x"] is unaligned and data["g"].dtype == np.int64
     assert isinstance(data["w"], CastEntry) and data["w"].dtype == np.float32 and data["w"].base.dtype == np.float64
     assert isinstance(data["m"], CastEntry) and data["m"].dtype == np.int32

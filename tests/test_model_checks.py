@@ -28,7 +28,7 @@ import tensorflow_probability as tfp
 import sgmcmc
 import sgmcmc.run.sampler
 from sgmcmc import checks
-from sgmcmc.data.rows import aligned_empty, read_entries
+from sgmcmc.data.rows import Rows, aligned_empty
 
 tfd = tfp.distributions
 
@@ -142,7 +142,7 @@ def test_log_lik_not_a_sum_over_its_rows(make, regression, nothing_compiled):
 
 @pytest.mark.parametrize("make", [_closes_over_full_data, _mean_over_rows], ids=["closes_over_data", "mean"])
 def test_non_additive_gaps_are_far_above_the_tolerance(make, regression):
-    data = read_entries(checks.check_dataset(regression), np.float32)
+    data = Rows(checks.check_dataset(regression), np.float32).as_read()
     gaps = checks.additivity_gaps(make(regression), data, checks.check_params({"a": 0.0}, tf.float32))
     assert min(gaps.values()) > 100 * checks.ADDITIVITY_RTOL, gaps
 
@@ -281,7 +281,7 @@ HONEST = _honest_models()
 @pytest.mark.parametrize("model", HONEST, ids=[m[0] for m in HONEST])
 def test_honest_models_pass_the_checks(model):
     _, log_lik, log_prior, dataset, params, dtype = model
-    data = read_entries(checks.check_dataset(dataset), dtype.as_numpy_dtype)
+    data = Rows(checks.check_dataset(dataset), dtype.as_numpy_dtype).as_read()
     start = checks.check_params(params, dtype)
     checks.trial_evaluation(log_lik, log_prior, data, start, dtype)
     # and with a wide margin: the tolerance is 1e-3
@@ -295,11 +295,11 @@ def test_honest_models_pass_the_checks(model):
 def test_float32_entry_is_not_copied():
     x = np.random.default_rng(1).normal(size=(1_000, 3)).astype(np.float32)
     y = np.arange(1_000)
-    data = read_entries(checks.check_dataset({"x": x, "y": y}), np.float32)
+    data = Rows(checks.check_dataset({"x": x, "y": y}), np.float32).as_read()
     assert np.shares_memory(data["x"], x) and np.shares_memory(data["y"], y)
-    data64 = read_entries(checks.check_dataset({"x": x.astype(np.float64)}), np.float64)
+    data64 = Rows(checks.check_dataset({"x": x.astype(np.float64)}), np.float64).as_read()
     assert data64["x"].dtype == np.float64
-    cast = read_entries(checks.check_dataset({"x": x.astype(np.float64)}), np.float32)["x"]
+    cast = Rows(checks.check_dataset({"x": x.astype(np.float64)}), np.float32).as_read()["x"]
     assert cast.dtype == np.float32 and not np.shares_memory(cast, x)
 
 
@@ -322,7 +322,7 @@ def test_dataset_check_allocates_nothing_the_size_of_the_data():
 def test_dataframe_as_dataset():
     rng = np.random.default_rng(2)
     frame = pd.DataFrame({"x": rng.normal(size=200), "g": rng.integers(0, 3, size=200)})
-    data = read_entries(checks.check_dataset(frame), np.float32)
+    data = Rows(checks.check_dataset(frame), np.float32).as_read()
     assert set(data) == {"x", "g"}
     assert data["x"].dtype == np.float32 and data["g"].dtype.kind == "i"
     np.testing.assert_allclose(data["x"], frame["x"].to_numpy(), rtol=1e-6)
@@ -332,7 +332,7 @@ def test_dataframe_as_dataset():
 
     out = _run(log_lik, frame, {"u": np.zeros(3)})
     assert out["u"].shape == (20, 3)
-    series = read_entries(checks.check_dataset({"x": frame["x"], "g": frame["g"]}), np.float64)
+    series = Rows(checks.check_dataset({"x": frame["x"], "g": frame["g"]}), np.float64).as_read()
     np.testing.assert_array_equal(series["x"], frame["x"].to_numpy())
 
 

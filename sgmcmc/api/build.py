@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from .. import checks, programs
 from ..constraints import Constrained, check_constraints
-from ..data.rows import Rows, read_entries
+from ..data.rows import Rows
 from ..distribute.collective import Collective, unreached_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
@@ -243,7 +243,8 @@ def _checked_construction(
         unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
         starts = [unconstrained[id(s)] for s in starts]
         all_starts = [unconstrained[id(all_starts[0])]]
-    data = read_entries(checks.check_dataset(model.dataset), tf.as_dtype(dtype).as_numpy_dtype)
+    rows = Rows(checks.check_dataset(model.dataset), tf.as_dtype(dtype).as_numpy_dtype)
+    data = rows.as_read()
     n_rows = len(next(iter(data.values())))
     n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
     kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))
@@ -281,7 +282,6 @@ def _checked_construction(
     # measured); not with rows sharded (the loop's collective ops run in graph mode); not when
     # the step reads all rows (SVRG's refresh) from entries TensorFlow cannot read in place
     # (memmaps, h5py, unaligned arrays: read by a host callback, which XLA cannot compile).
-    rows = Rows(data, tf.as_dtype(dtype).as_numpy_dtype)
     xla = (
         method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
         and (rows.shared_in_place or not estimator.reads_all_rows)

@@ -87,7 +87,7 @@ def check_dataset(dataset: Any) -> dict[str, Any]:
     pandas columns, tensors and lists as numpy arrays. Refused: an empty dataset, scalars,
     categorical or non-numeric entries, NaN/Inf (the first row named), unequal lengths. The
     NaN/Inf check reads each float entry once, in blocks, and allocates nothing the size of the
-    data. :func:`sgmcmc.data.rows.read_entries` then says how the model reads them."""
+    data. :meth:`sgmcmc.data.rows.Rows.as_read` then says how the model reads them."""
     entries = _entries(dataset)
     if not entries:
         raise ValueError("dataset is empty: give at least one entry, e.g. dataset={'x': x}")

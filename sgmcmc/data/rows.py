@@ -345,17 +345,6 @@ class CastEntry:
         return np.asarray(self.base[:]).astype(dtype or self.dtype)
 
 
-def read_entries(entries: dict[str, Any], float_dtype: Any) -> dict[str, Any]:
-    """Each entry as the model reads it (:func:`output_dtype`): the same object when it is
-    already in its reading dtype, else a :class:`CastEntry` (float64 in a float32 model,
-    booleans) — never a cast copy of the whole entry."""
-    out = {}
-    for name, entry in entries.items():
-        reading = output_dtype(np.dtype(entry.dtype), np.dtype(float_dtype))
-        out[name] = entry if np.dtype(entry.dtype) == reading else CastEntry(entry, reading)
-    return out
-
-
 class Rows:
     """The dataset as the sampler reads it.
 
@@ -376,6 +365,12 @@ class Rows:
         for entry in self.entries.values():
             if isinstance(entry, np.memmap):  # minibatch rows are random rows (:func:`advise`)
                 advise(entry, RANDOM_ACCESS)
+
+    def as_read(self) -> dict[str, Any]:
+        """Each entry as the model reads it (:attr:`dtypes`): the user's entry when it is
+        already in its reading dtype, else a :class:`CastEntry` (float64 in a float32 model,
+        booleans) — never a cast copy of the whole entry."""
+        return {k: v if np.dtype(v.dtype) == self.dtypes[k] else CastEntry(v, self.dtypes[k]) for k, v in self.entries.items()}
 
     @property
     def shared_in_place(self) -> bool:

@@ -725,25 +725,27 @@ class Sampler:
         differently in the last bit)."""
         if self.jit_compile:
             self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
-        call: list = []  # the concrete step, its arguments bound once (graph_options.bound_once)
+        call = None  # the concrete step, its arguments bound once (graph_options.bound_once)
         if not self.jit_compile:
             checked = own_function(self._checked_step)
 
             def run(block, offset) -> bool:
+                nonlocal call
                 if self._step_function is None:  # one trace; the block's shape never changes
                     self._step_function = checked.get_concrete_function(block, offset)
-                    call[:] = [bound_once(self._step_function)]
-                return bool(call[0](block, offset))
+                    call = bound_once(self._step_function)
+                return bool(call(block, offset))
 
             return run
         advance = self._compiled("advance", lambda n, block, offset: self._advance_chunk(n, block, offset))
         one = tf.constant(1, tf.int64)
 
         def run_xla(block, offset) -> bool:
+            nonlocal call
             if self._step_function is None:
                 self._step_function = advance.get_concrete_function(one, block, offset)
-                call[:] = [bound_once(self._step_function)]
-            return int(call[0](one, block, offset)[1]) == 0
+                call = bound_once(self._step_function)
+            return int(call(one, block, offset)[1]) == 0
 
         return run_xla
 

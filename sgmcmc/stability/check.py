@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
-from ..data.rows import read_entries
+from ..data.rows import Rows
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
 from .. import checks
 from ..distribute.placement import row_collective
@@ -443,7 +443,8 @@ def check_stepsize(
     name = _dynamics(method)
     dtype = checks.as_dtype(dtype)
     point = checks.check_params(params, dtype)
-    data = read_entries(checks.check_dataset(dataset), dtype.as_numpy_dtype)
+    rows = Rows(checks.check_dataset(dataset), dtype.as_numpy_dtype)
+    data = rows.as_read()
     steps = checks.per_parameter(stepsize, list(point), "stepsize")
     same = dict(params=point, stepsize=steps, method=name, alpha=alpha, L=L, a=a, distortion=distortion,
                 per_parameter=per_parameter, max_iters=max_iters, tol=tol, seed=seed, dtype=dtype.name,
@@ -457,7 +458,7 @@ def check_stepsize(
     reduce = None if collective is None else collective.all_reduce_sum
     n_rows = len(next(iter(data.values())))
     batch = 1 if minibatch_size is None else checks.batch_size(minibatch_size, n_rows)
-    estimator = MinibatchGradient(log_lik, log_prior, data, batch, 1, bool(minibatch_replace), reduce=reduce)
+    estimator = MinibatchGradient(log_lik, log_prior, data, batch, 1, bool(minibatch_replace), reduce=reduce, rows=rows)
     hyper = _hyper(name, list(point), alpha, L, a)
     noise = top = None
     if minibatch_size is not None:

@@ -490,7 +490,8 @@ class _Search:
         at = first.estimator.mode if first.control_variate is not None else first.params
         self.point = point = {k: v.read_value() for k, v in at.items()}
         self.plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
-            first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1
+            first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1,
+            rows=first.plain_estimator.rows,
         )
         self.hess = NegativeHessian(self.plain, point)
         self.like = {k: np.zeros(np.shape(v)) for k, v in point.items()}

@@ -55,8 +55,8 @@ def assemble_estimators(
 ) -> Estimators:
     """The estimators ``spec`` asks for (their variables are made here).
 
-    ``dataset``: the checked entries (:func:`sgmcmc.checks.check_dataset`); ``rows``: the same
-    in the model dtype (:class:`~sgmcmc.data.rows.Rows`, made once by the caller); ``shapes``:
+    ``dataset``: the checked entries as the model reads them (``rows.as_read()``); ``rows``:
+    the same as :class:`~sgmcmc.data.rows.Rows` (made once by the caller); ``shapes``:
     one chain's parameter shapes; ``mode_start``: where the control variate's mode search starts;
     ``reduce``: the all-reduce of every evaluation when the rows are sharded across workers;
     ``own_estimator(dataset, batch_size, n_chains)``: a model's own estimator in place of the
