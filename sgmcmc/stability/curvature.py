@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from ..errors import StepsizeWarning
 from ..step.methods import METHODS, Method
+from ..data.rows import as_tensor
 from ..graph_options import own_function
 from ..step.dynamics.base import Arrays, Dynamics, Operator, scaled_operator
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
@@ -62,21 +63,40 @@ DYNAMICS = tuple(
 
 
 # -- Hessian-vector products and power iteration -------------------------------------------------
-def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    r""":math:`\nabla^2 f(\theta)\, v` by a double tape (reverse over reverse)."""
+def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor], unused: set[str] | None = None) -> dict[str, tf.Tensor]:
+    r""":math:`\nabla^2 f(\theta)\, v` by a double tape (reverse over reverse). ``unused``, if
+    given, receives while tracing the names of the parameters ``fn`` does not depend on."""
     with tf.GradientTape() as outer:
         outer.watch(params)
-        grads = value_and_grad(fn, params)[1]
+        with tf.GradientTape() as inner:
+            inner.watch(params)
+            value = fn(params)
+        grads = inner.gradient(value, params)
+        if unused is not None:
+            unused.update(k for k, g in grads.items() if g is None)
+        grads = {k: tf.zeros_like(params[k]) if g is None else tf.convert_to_tensor(g) for k, g in grads.items()}
         dot = tf.add_n([tf.reduce_sum(grads[k] * v[k]) for k in params])
     hv = outer.gradient(dot, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {k: tf.convert_to_tensor(g) for k, g in hv.items()}  # a gather's gradient is IndexedSlices
 
 
-def _hvp_programs(log_lik: Callable, log_prior: Callable | None) -> tuple[Any, Any]:
-    """The compiled Hessian-vector products of ``log_lik`` on a batch and of ``log_prior``."""
-    lik = own_function(lambda p, v, batch: _hvp(lambda q: log_lik(q, batch), p, v), reduce_retracing=True)
-    prior = None if log_prior is None else own_function(lambda p, v: _hvp(log_prior, p, v), reduce_retracing=True)
-    return lik, prior
+class HessianPrograms:
+    """The compiled Hessian-vector products of a model: ``likelihood(params, v, batch)`` on a
+    batch of rows, ``prior(params, v)`` (None without a prior), and ``likelihood_free``: the
+    parameters the likelihood does not depend on (None until ``likelihood`` is first traced; a
+    product along them alone is the prior's, exactly: the precisions of a hierarchical prior)."""
+
+    def __init__(self, log_lik: Callable, log_prior: Callable | None):
+        self.likelihood_free: frozenset[str] | None = None
+
+        def likelihood(p, v, batch):
+            unused: set[str] = set()
+            product = _hvp(lambda q: log_lik(q, batch), p, v, unused)
+            self.likelihood_free = frozenset(unused)
+            return product
+
+        self.likelihood = own_function(likelihood, reduce_retracing=True)
+        self.prior = None if log_prior is None else own_function(lambda p, v: _hvp(log_prior, p, v), reduce_retracing=True)
 
 
 #: Products over a row subsample (:class:`RowSample`) sum it in batches of this many rows, and the
@@ -117,21 +137,32 @@ class NegativeHessian:
         # compiled once per model, shared by every operator made on it (the mode search's
         # stages, its end check, the stepsize check, other samplers of the model): tracing a
         # double tape costs ~0.3 s (a network's: seconds)
-        self._lik, self._prior = estimator.program("negative_hessian", _hvp_programs)
+        self.programs = estimator.program("negative_hessian", HessianPrograms)
+        # A subsample's batches become tensors once (every product reads them all; converting
+        # them on each product was ~0.3 s of a network's check); all N rows are read per product.
+        self._batches = None if rows is None else [
+            {k: as_tensor(np.asarray(x)) for k, x in batch.items()} for batch in self._read_batches()
+        ]
         self.calls = 0
+
+    def _read_batches(self) -> Iterator[dict[str, Any]]:
+        data, step = self.rows, self.batch_rows
+        for start in range(0, len(next(iter(data.values()))), step):
+            yield {k: x[start : start + step] for k, x in data.items()}
 
     def __call__(self, v: Arrays) -> Arrays:
         self.calls += 1
         vt = {k: tf.constant(np.asarray(v[k]), self.dtype) for k in self.params}
         total = {k: np.zeros(np.shape(v[k])) for k in self.params}
-        data, step = self.rows, self.batch_rows
-        for start in range(0, len(next(iter(data.values()))), step):
-            batch = {k: x[start : start + step] for k, x in data.items()}
-            for k, hv in self._lik(self.params, vt, batch).items():
-                total[k] -= self.scale * hv.numpy()
-        total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
-        if self._prior is not None:
-            for k, hv in self._prior(self.params, vt).items():
+        free = self.programs.likelihood_free  # known once the likelihood's product is traced
+        along_free = free is not None and all(k in free or not np.any(v[k]) for k in self.params)
+        if not along_free:  # else the likelihood's product is 0: it does not depend on those parameters
+            for batch in (self._read_batches() if self._batches is None else self._batches):
+                for k, hv in self.programs.likelihood(self.params, vt, batch).items():
+                    total[k] -= self.scale * hv.numpy()
+            total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
+        if self.programs.prior is not None:
+            for k, hv in self.programs.prior(self.params, vt).items():
                 total[k] -= hv.numpy()
         return total
 
