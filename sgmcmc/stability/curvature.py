@@ -54,7 +54,7 @@ from ..step.methods import METHODS, Method
 from ..data.rows import as_tensor
 from ..graph_options import own_function
 from ..step.dynamics.base import Arrays, Dynamics, Operator, scaled_operator
-from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
 
 #: The stability models: the samplers (not CV twins) whose dynamics has a distortion formula.
 DYNAMICS = tuple(
