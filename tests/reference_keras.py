@@ -21,6 +21,34 @@ def mlp(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.nd
     return h @ w2 + b2
 
 
+def conv2d_valid(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Keras' Conv2D, stride 1, "valid" padding, channels last: x [n, h, w, c], kernel
+    [kh, kw, c, f] → [n, h − kh + 1, w − kw + 1, f] (a correlation, as Keras computes it)."""
+    kh, kw = kernel.shape[:2]
+    h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], h, w, kernel.shape[3]))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nhwc,cf->nhwf", x[:, i : i + h, j : j + w, :], kernel[i, j])
+    return out + bias
+
+
+def max_pool_2x2(x: np.ndarray) -> np.ndarray:
+    """Keras' MaxPooling2D(2): non-overlapping 2×2 windows, a trailing odd row/column dropped."""
+    n, h, w, c = x.shape
+    x = x[:, : h // 2 * 2, : w // 2 * 2, :]
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def small_cnn(x: np.ndarray, side: int, k1, b1, k2, b2, w, b) -> np.ndarray:
+    """bnn_keras.py's CNN on flat images: reshape → conv 3×3 + relu → max pool → conv 3×3 + relu
+    → max pool → flatten (row-major, channels last) → dense."""
+    h = x.astype(np.float64).reshape(-1, side, side, 1)
+    h = max_pool_2x2(np.maximum(conv2d_valid(h, k1, b1), 0.0))
+    h = max_pool_2x2(np.maximum(conv2d_valid(h, k2, b2), 0.0))
+    return h.reshape(len(h), -1) @ w + b
+
+
 def log_lik_rows(form: str, y: np.ndarray, out: np.ndarray, noise_sd: float | None = None) -> np.ndarray:
     """Per-row log-likelihoods of the forms of ``from_model``."""
     if form == "categorical":
