@@ -63,7 +63,9 @@ DYNAMICS = tuple(
 
 
 # -- Hessian-vector products and power iteration -------------------------------------------------
-def _hvp(fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor], unused: set[str] | None = None) -> dict[str, tf.Tensor]:
+def _hvp(
+    fn: Callable, params: dict[str, tf.Tensor], v: dict[str, tf.Tensor], unused: set[str] | None = None
+) -> dict[str, tf.Tensor]:
     r""":math:`\nabla^2 f(\theta)\, v` by a double tape (reverse over reverse). ``unused``, if
     given, receives while tracing the names of the parameters ``fn`` does not depend on."""
     with tf.GradientTape() as outer:
@@ -96,7 +98,9 @@ class HessianPrograms:
             return product
 
         self.likelihood = own_function(likelihood, reduce_retracing=True)
-        self.prior = None if log_prior is None else own_function(lambda p, v: _hvp(log_prior, p, v), reduce_retracing=True)
+        self.prior = None
+        if log_prior is not None:
+            self.prior = own_function(lambda p, v: _hvp(log_prior, p, v), reduce_retracing=True)
 
 
 #: Products over a row subsample (:class:`RowSample`) sum it in batches of this many rows, and the
