@@ -54,7 +54,7 @@ from ..step.methods import METHODS, Method
 from ..data.rows import as_tensor
 from ..graph_options import own_function
 from ..step.dynamics.base import Arrays, Dynamics, Operator, scaled_operator
-from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient
+from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
 
 #: The stability models: the samplers (not CV twins) whose dynamics has a distortion formula.
 DYNAMICS = tuple(
@@ -70,13 +70,7 @@ def _hvp(
     given, receives while tracing the names of the parameters ``fn`` does not depend on."""
     with tf.GradientTape() as outer:
         outer.watch(params)
-        with tf.GradientTape() as inner:
-            inner.watch(params)
-            value = fn(params)
-        grads = inner.gradient(value, params)
-        if unused is not None:
-            unused.update(k for k, g in grads.items() if g is None)
-        grads = {k: tf.zeros_like(params[k]) if g is None else tf.convert_to_tensor(g) for k, g in grads.items()}
+        grads = value_and_grad(fn, params, unused)[1]
         dot = tf.add_n([tf.reduce_sum(grads[k] * v[k]) for k in params])
     hv = outer.gradient(dot, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {k: tf.convert_to_tensor(g) for k, g in hv.items()}  # a gather's gradient is IndexedSlices

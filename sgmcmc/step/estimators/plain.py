@@ -40,19 +40,27 @@ FULL_GRADIENT_BATCH_ROWS = 10_000
 _VALUE = "__log_lik__"  # the value's key beside the gradients in a streamed sum
 
 
-def value_and_grad(fn: Callable[[Params], tf.Tensor], params: Params) -> tuple[tf.Tensor, Params]:
+def value_and_grad(
+    fn: Callable[[Params], tf.Tensor], params: Params, unused: set[str] | None = None
+) -> tuple[tf.Tensor, Params]:
     """``fn(params)`` and its gradient with respect to every parameter, as dense tensors.
 
     A parameter used through ``tf.gather`` has an IndexedSlices gradient; densifying it gives
     the same chain as the dense formulation (noise on every element each step). A parameter
     that ``fn`` does not use gets a zero gradient (the set-up checks refuse such a model unless
-    ``check_model=False``).
+    ``check_model=False``); ``unused``, if given, receives their names while tracing (the
+    curvature's products skip the likelihood along them: :mod:`sgmcmc.stability.curvature`).
     """
     params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
     with tf.GradientTape() as tape:
         tape.watch(params)
         value = fn(params)
-    grads = tape.gradient(value, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    if unused is None:
+        grads = tape.gradient(value, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    else:
+        grads = tape.gradient(value, params)
+        unused.update(name for name, g in grads.items() if g is None)
+        grads = {name: tf.zeros_like(params[name]) if g is None else g for name, g in grads.items()}
     return value, {name: tf.convert_to_tensor(g) for name, g in grads.items()}
 
 
