@@ -18,7 +18,9 @@ from .datasets import get_dataset
 from .errors import (
     BurnInNotFound,
     CompilationWarning,
+    ConvergenceWarning,
     DivergenceError,
+    ImproperPosteriorError,
     Interrupted,
     MixingWarning,
     ModeSearchError,
@@ -57,6 +59,8 @@ __all__ = [
     "ModeSearchError",
     "MixingWarning",
     "CompilationWarning",
+    "ConvergenceWarning",
+    "ImproperPosteriorError",
     "check_stepsize",
     "clear_compiled_cache",
     "full_gradients",

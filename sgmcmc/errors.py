@@ -111,6 +111,33 @@ class MixingWarning(UserWarning):
     ``osgld``/``psgld``)."""
 
 
+class ImproperPosteriorError(ValueError):
+    """The log posterior keeps rising while some parameters run away: it has no mode and no
+    finite integral, so there is no posterior to sample (e.g. linearly separable data under the
+    flat default prior). Raised by the control-variate mode search and by :func:`sgmcmc.sample`
+    before anything is sampled. The fix is a proper ``log_prior`` (e.g. a Normal with a sd on
+    the scale you believe the parameters can take).
+
+    Attributes
+    ----------
+    parameters : list[str]
+        The parameters (elements, as ``"beta[3]"``) that run away, largest share first.
+    log_posterior : list[float]
+        The full-data log posterior at the points of the test, in order of distance.
+    """
+
+    def __init__(self, message: str, parameters=(), log_posterior=()):
+        super().__init__(message)
+        self.parameters = list(parameters)
+        self.log_posterior = list(log_posterior)
+
+
+class ConvergenceWarning(UserWarning):
+    """:func:`sgmcmc.sample` reached its budget (``max_iters`` or ``max_time``) before every
+    parameter met the ESS and R-hat targets: the samples are returned, and the message names the
+    worst parameters, their figures and what to do (a larger budget, a reparametrisation)."""
+
+
 class BurnInNotFound(RuntimeError):
     """``auto_burn_in=True``: the burn-in criterion did not hold for every chain within
     ``max_burn_in`` iterations. ``iteration`` is the iterations run; ``chains`` the chains (0-based)
