@@ -39,6 +39,7 @@ from .analysis.samples import Samples
 from .api.session import Session, get_log_posterior, get_params, init_sess, sgmcmc_step
 from .stability import StepsizeCheck, check_stepsize
 from .tuning import tune_stepsize
+from .auto import sample
 
 __all__ = [
     "BurnInNotFound",
@@ -75,6 +76,7 @@ __all__ = [
     "get_log_posterior",
     "get_params",
     "init_sess",
+    "sample",
     "sample_chain",
     "schedules",
     "sgmcmc_step",

@@ -23,6 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sgmcmc"
 LAYERS = [
     "__init__",
     "keras",
+    "auto",
     "tuning",
     "api",
     "run",

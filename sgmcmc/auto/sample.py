@@ -1,0 +1,389 @@
+r"""``sgmcmc.sample``: one call that adapts, chooses, runs until the posterior is known and says
+how far to trust the result (SPEC §14).
+
+One run's data flow::
+
+    checks + mode search     sgldcv_setup(user model, one chain) + init_sess: the checks every
+                             sampler makes, SGD with the automatic stepsize, Newton steps, the
+                             end check, the improper-posterior test
+    curvature at the mode    laplace.laplace_at: A dense (d ≤ DENSE_MAX), M = QΛ^{-1/2}
+    choice                   SGLD-CV on φ (ξ = ξ̂ + Mφ); stepsize from the stability check on φ,
+                             sd error ≤ δ with the minibatch noise (δ from target_ess)
+    rounds                   sample_chain in pieces; after each round: burn-in found, bulk/tail
+                             ESS, R-hat (convergence.assess); stop at the targets or the budget
+    result                   draws on the user's scale after the burn-in + SampleReport
+
+The decisions and their measurements are in docs/DESIGN.md ("sgmcmc.sample").
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from .. import checks
+from ..api.runs import sample_chain
+from ..api.samplers import sghmccv_setup, sgldcv_setup
+from ..api.session import init_sess
+from ..analysis.samples import Samples
+from ..constraints import Constrained, check_constraints
+from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
+from ..stability import check_stepsize
+from .convergence import Convergence, assess
+from .laplace import DENSE_MAX, Whitened, laplace_at
+from .report import AdaptedSamples, SampleReport, adapted
+
+#: The samplers ``method=`` can name; "auto" is decided by :func:`choose` (docs/DESIGN.md).
+METHODS = ("auto", "sgldcv", "sghmccv")
+#: Default minibatch: min(N, this) rows (the thesis' covertype runs use 500).
+DEFAULT_MINIBATCH = 500
+#: The mode search's SGD steps (the CV samplers' default, R's).
+N_ITERS_OPT = 10_000
+#: Without max_iters and max_time, at most this many sampling iterations per chain.
+DEFAULT_MAX_ITERS = 200_000
+#: The first round's iterations per chain; later rounds are sized from the ESS reached.
+FIRST_ROUND = 1_000
+#: At most this many kept draws per chain: beyond, the thinning doubles (earlier draws too).
+MAX_KEPT = 4_000
+#: Chains 2..K start at the mode plus this times a draw of the Laplace approximation.
+START_SPREAD = 1.5
+#: Longest stretch of sampling between two looks at the clock and the progress bar (seconds).
+PIECE_SECONDS = 2.0
+
+
+def sample(
+    log_lik: Callable,
+    dataset: Any,
+    params: Mapping[str, Any],
+    log_prior: Callable | None = None,
+    *,
+    n_chains: int = 4,
+    target_ess: float = 400,
+    max_rhat: float = 1.01,
+    max_iters: int | None = None,
+    max_time: float | None = None,
+    minibatch_size: float | None = None,
+    method: str = "auto",
+    constraints: dict | None = None,
+    dtype: tf.DType = tf.float32,
+    seed: int | None = None,
+    verbose: bool = True,
+) -> AdaptedSamples:
+    r"""Sample the posterior without tuning: find the mode, take the curvature there, choose the
+    sampler and its stepsize, and run the chains in rounds until every parameter element reaches
+    the ESS and R-hat targets or the budget ends.
+
+    1. The checks every sampler makes (the data, the model on a trial evaluation), then the
+       control variate's mode search (SGD with the automatic stepsize, Newton steps, the end
+       check). A log posterior that keeps rising while parameters run away raises
+       :class:`~sgmcmc.ImproperPosteriorError` (give a proper ``log_prior``).
+    2. The Hessian :math:`A` of the negative log posterior at the mode (unconstrained scale), dense
+       for up to 1,000 elements (Hessian-vector products on ≤ 20,000 rows scaled to N).
+    3. SGLD-CV on the whitened parameters φ, :math:`\xi = \hat\xi + Q\Lambda^{-1/2}\varphi`
+       (:math:`A = Q\Lambda Q^\top`): SGLD with the constant preconditioner :math:`A^{-1}`, so
+       the chain mixes as fast along the posterior's flattest direction as along its stiffest,
+       whatever the condition number. The stepsize is the stability check's largest keeping the
+       stationary sd within δ of the posterior's on the Gaussian approximation, minibatch noise
+       included, with δ = min(0.1, ½/√(2·target_ess)) — half the relative MCSE of an sd at the
+       ESS target, so the discretisation's bias stays below the reported error. Above 1,000
+       elements: one stepsize per parameter from the same check on the original parameters.
+    4. Chains: one at the mode, the others at the mode plus 1.5 × a draw of the Laplace
+       approximation (dispersed, so that R-hat can see chains that have not mixed). Rounds of
+       iterations; after each, the burn-in is found (the first of 0, 10, …, 50 % of the draws
+       after which every R-hat ≤ ``max_rhat``) and bulk/tail ESS and R-hat are computed on the
+       draws after it (Vehtari et al. 2021, by ArviZ); the next round is sized from the worst ESS.
+       At most 4,000 draws per chain are kept (the thinning doubles beyond).
+    5. Stops when every element has bulk and tail ESS ≥ ``target_ess`` and R-hat ≤
+       ``max_rhat``; at ``max_iters`` / ``max_time`` first, :class:`~sgmcmc.ConvergenceWarning`
+       names the worst elements, and the samples are returned.
+
+    Parameters
+    ----------
+    log_lik
+        ``log_lik(params, dataset)``: the log-likelihood SUMMED over the rows it is given, in
+        TensorFlow ops (as for every sampler).
+    dataset
+        Dict of arrays (or a DataFrame), observations on the first axis.
+    params
+        One dict of starting values (the mode search starts here; their shapes are the
+        parameters'). ``sample`` chooses the chains' starts itself.
+    log_prior
+        ``log_prior(params)``, or None for a flat prior (refused when the posterior is then
+        improper).
+    n_chains
+        Chains (at least 2: R-hat compares them).
+    target_ess
+        Bulk and tail ESS every element must reach (Vehtari et al. recommend 100 per chain).
+    max_rhat
+        Rank-normalised split R-hat every element must be at or below.
+    max_iters
+        Sampling iterations per chain at most (the mode search not counted). None: no bound but
+        ``max_time``'s; with both None, 200,000.
+    max_time
+        Seconds for the whole call at most (checked between pieces of ≤ ~2 s of sampling).
+    minibatch_size
+        Rows per minibatch (a count, or a proportion of N in (0, 1)); None: min(N, 500).
+    method
+        ``"auto"`` (the rule in docs/DESIGN.md), or ``"sgldcv"`` / ``"sghmccv"`` to name one; the
+        preconditioning and the stepsize are chosen either way.
+    constraints
+        Name -> TFP bijector, as for the samplers: sampled on the unconstrained scale, returned
+        on the constrained one.
+    dtype
+        ``tf.float32`` (default) or ``tf.float64``.
+    seed
+        An int makes the run reproducible on the same machine; None draws one (``report.seed``).
+    verbose
+        Progress of the mode search and of the sampling (the worst ESS and R-hat so far), and the
+        choice, on stderr.
+
+    Returns
+    -------
+    AdaptedSamples
+        The draws after the burn-in, ``(n_chains, n_kept, *shape)`` per parameter (every analysis
+        function works on them), with ``report`` (:class:`~sgmcmc.auto.report.SampleReport`: the
+        method and why, the stepsize, κ, the burn-in, iterations, seconds, the targets met or not)
+        and ``summary()`` (mean, sd, MCSE of both, bulk/tail ESS, R-hat per element).
+
+    Raises
+    ------
+    ImproperPosteriorError
+        No posterior exists (the log posterior rises without bound or stays flat along a ray).
+    ModeSearchError, StepsizeError, DivergenceError, SamplingError, Interrupted
+        As for the samplers; a failure or Ctrl-C while sampling carries every draw kept so far
+        (``error.samples``, on the user's scale, burn-in not removed).
+
+    Notes
+    -----
+    ESS and R-hat measure mixing, not the bias of a stochastic-gradient sampler; the stepsize
+    rule bounds that bias on the Gaussian approximation. A posterior with several modes is
+    sampled around the one the search finds (the chains start near it): not detected.
+    """
+    started = time.perf_counter()
+    plan = _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size,
+                         method, dtype, seed)
+    dtype, seed, n_rows, batch = plan["dtype"], plan["seed"], plan["n_rows"], plan["batch"]
+    start = checks.check_params(params, dtype)
+    bijectors = check_constraints(constraints, list(start))
+    constrained = Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype) if bijectors else None
+
+    # 1. checks and the mode (one chain of the CV sampler: its set-up checks, its mode search)
+    finder = sgldcv_setup(
+        log_lik, dataset, params, 1.0, None, log_prior, batch, N_ITERS_OPT, verbose, seed,
+        dtype=dtype, n_chains=1, constraints=constraints, check_stepsize=False,
+    )
+    init_sess(finder, verbose)
+    mode = {k: v.numpy() for k, v in finder.estimator.mode.items()}
+    seconds = {"checks and mode": time.perf_counter() - started}
+
+    # 2.-3. curvature, choice, stepsize
+    t = time.perf_counter()
+    d = sum(int(np.prod(np.shape(v))) for v in mode.values())
+    name = "sgldcv" if plan["method"] == "auto" else plan["method"]
+    distortion = min(0.1, 0.5 / math.sqrt(2.0 * plan["target_ess"]))
+    rng = np.random.default_rng([seed, 43])
+    if d <= DENSE_MAX:
+        laplace = laplace_at(finder.one_chain_estimator, mode, seed)
+        model = Whitened(laplace, log_lik, log_prior, constrained, dtype)
+        point = {model.name: np.zeros(d)}
+        check = check_stepsize(model.log_lik, dataset, point, 1.0, model.log_prior, method=name, distortion=distortion,
+                               per_parameter=False, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
+        stepsize = float(check.safe_stepsize)
+        starts = [point] + [{model.name: START_SPREAD * rng.standard_normal(d)} for _ in range(n_chains - 1)]
+        kappa, scaled_kappa = laplace.condition_number, laplace.scaled_condition_number
+        why = (f"d = {d} ≤ {DENSE_MAX}: the Hessian at the mode is taken whole and the chain moves its whitened "
+               f"parameters, so every direction mixes alike (κ {kappa:.3g}; {scaled_kappa:.3g} after one stepsize per "
+               f"element, which per-parameter stepsizes could not remove)")
+        preconditioner, to_xi = "dense", lambda draws: model.to_unconstrained(draws[model.name])
+        sample_log_lik, sample_log_prior = model.log_lik, model.log_prior
+        to_user = model.to_user
+    else:
+        sample_log_lik, sample_log_prior = (log_lik, log_prior) if constrained is None else constrained.wrap(log_lik, log_prior)
+        check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name, distortion=distortion,
+                               per_parameter=True, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
+        stepsize = check.safe_stepsize if check.safe_stepsize_per_parameter is None else check.safe_stepsize_per_parameter
+        stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
+        starts = mode
+        kappa = scaled_kappa = float("nan")
+        why = (f"d = {d} > {DENSE_MAX}: a dense Hessian would cost {d} products; one stepsize per parameter from the "
+               f"stability check instead (the chains start at the mode)")
+        preconditioner, to_xi = "per-parameter", lambda draws: draws
+        to_user = (lambda xi: dict(xi)) if constrained is None else constrained.to_constrained
+    setup = sgldcv_setup if name == "sgldcv" else sghmccv_setup
+    sampler = setup(
+        sample_log_lik, dataset, starts, stepsize, log_prior=sample_log_prior, minibatch_size=batch, n_iters_opt=0,
+        verbose=False, seed=seed, dtype=dtype, n_chains=n_chains, check_model=False, check_stepsize=False,
+    )
+    init_sess(sampler, verbose=False)
+    seconds["curvature and choice"] = time.perf_counter() - t
+    if verbose:
+        print(f"sample: {name}, {preconditioner} preconditioner, stepsize "
+              f"{stepsize if isinstance(stepsize, dict) else f'{stepsize:.3g}'} (sd within {distortion:.1%} on the "
+              f"Gaussian approximation); {why}", file=sys.stderr)
+
+    # 4.-5. rounds
+    t = time.perf_counter()
+    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}")
+    conv, stopped_by = rounds.run()
+    seconds["sampling"] = time.perf_counter() - t
+    seconds["total"] = time.perf_counter() - started
+    report = SampleReport(
+        method=name, preconditioner=preconditioner, why=why, stepsize=stepsize, distortion=distortion, dim=d,
+        condition_number=kappa, scaled_condition_number=scaled_kappa,
+        mode_search={"iterations": N_ITERS_OPT, "seconds": seconds["checks and mode"]},
+        minibatch_size=batch, n_rows=n_rows, n_chains=n_chains, iterations=rounds.iterations,
+        burn_in=conv.burn_in * rounds.thin, thin=rounds.thin, converged=conv.converged,
+        target_ess=plan["target_ess"], max_rhat=plan["max_rhat"], worst_ess=conv.worst_ess,
+        worst_rhat=conv.worst_rhat, stopped_by=stopped_by, seconds=seconds, seed=seed, table=conv.table,
+    )
+    result = adapted(rounds.samples(conv.burn_in, name, seed), report)
+    if not conv.converged:
+        worst = conv.worst(3)
+        named = ", ".join(f"{i} (bulk ESS {r.ess_bulk:.0f}, tail ESS {r.ess_tail:.0f}, R-hat {r.r_hat:.3f})"
+                          for i, r in worst.iterrows())
+        warnings.warn(
+            f"sample: {stopped_by} reached after {rounds.iterations:,} iterations per chain before every element "
+            f"met bulk and tail ESS >= {plan['target_ess']:g} and R-hat <= {plan['max_rhat']:g}; worst: {named}. The "
+            f"samples are returned (samples.report, samples.summary()); do not trust these elements' means and "
+            f"error bars. Give a larger max_iters / max_time, or reparametrise the slow parameters",
+            ConvergenceWarning, stacklevel=user_stacklevel(),
+        )
+    if verbose:
+        print(report, file=sys.stderr)
+    return result
+
+
+def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size, method,
+                  dtype, seed) -> dict:
+    """The cheap argument checks, before anything is traced; returns the resolved settings."""
+    if isinstance(params, (list, tuple)):
+        raise TypeError("sample takes one dict of starting values (the mode search starts there) and chooses the "
+                        "chains' starts itself; give params as a dict, e.g. params={'beta': np.zeros(3)}")
+    if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 2:
+        raise ValueError(f"n_chains={n_chains!r}: sample needs at least 2 chains (R-hat compares them); the default is 4")
+    for label, value, low in (("target_ess", target_ess, 0.0), ("max_rhat", max_rhat, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) \
+                or not value > low:
+            raise ValueError(f"{label}={value!r} must be a finite number > {low:g} (defaults: target_ess=400, "
+                             f"max_rhat=1.01)")
+    if max_iters is not None and (isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer))
+                                  or max_iters < 100):
+        raise ValueError(f"max_iters={max_iters!r} must be a whole number >= 100 (iterations per chain), or None")
+    if max_time is not None and (isinstance(max_time, bool) or not isinstance(max_time, (int, float, np.number))
+                                 or not np.isfinite(max_time) or not max_time > 0):
+        raise ValueError(f"max_time={max_time!r} must be a positive number of seconds, or None")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed={seed!r} must be an int or None")
+    dtype = checks.as_dtype(dtype)
+    data = checks.check_dataset(dataset)
+    n_rows = len(next(iter(data.values())))
+    batch = min(n_rows, DEFAULT_MINIBATCH) if minibatch_size is None else checks.batch_size(minibatch_size, n_rows)
+    if max_iters is None:
+        max_iters = DEFAULT_MAX_ITERS if max_time is None else sys.maxsize
+    return dict(
+        dtype=dtype, seed=int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed),
+        n_rows=n_rows, batch=batch, max_iters=int(max_iters), max_time=max_time, method=method,
+        target_ess=float(target_ess), max_rhat=float(max_rhat),
+    )
+
+
+class _Rounds:
+    """The sampling rounds of :func:`sample` and the draws they keep."""
+
+    def __init__(self, sampler, to_xi: Callable, to_user: Callable, n_chains: int, plan: dict, started: float,
+                 verbose: bool, desc: str):
+        self.sampler, self.to_xi, self.to_user = sampler, to_xi, to_user
+        self.n_chains, self.plan, self.started, self.verbose, self.desc = n_chains, plan, started, verbose, desc
+        self.iterations, self.thin = 0, 1
+        self.draws: list[dict[str, np.ndarray]] = []  # the sampler's arrays (K, m, ...), one per piece
+        self.log_post: list[np.ndarray] = []
+        self.at: list[np.ndarray] = []  # the global iteration of every kept draw
+
+    def _out_of_time(self) -> bool:
+        limit = self.plan["max_time"]
+        return limit is not None and time.perf_counter() - self.started >= limit
+
+    def _keep(self, out: Samples, first: int, n: int) -> None:
+        arrays = out.by_chain()
+        if next(iter(arrays.values())).shape[1] == 0:
+            return
+        self.draws.append(arrays)
+        self.log_post.append(out.log_posterior_by_chain())
+        self.at.append(np.arange(first + 1, first + n + 1)[(np.arange(first + 1, first + n + 1)) % self.thin == 0])
+        if sum(len(a) for a in self.at) > MAX_KEPT:  # thin everything kept so far by 2
+            self.thin *= 2
+            keep = [a % self.thin == 0 for a in self.at]
+            self.draws = [{k: v[:, m] for k, v in d.items()} for d, m in zip(self.draws, keep)]
+            self.log_post = [lp[:, m] for lp, m in zip(self.log_post, keep)]
+            self.at = [a[m] for a, m in zip(self.at, keep)]
+
+    def _joined(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        """(user-scale draws, unconstrained draws, log posterior), each ``(K, m, ...)``."""
+        raw = {k: np.concatenate([d[k] for d in self.draws], axis=1) for k in self.draws[0]}
+        xi = self.to_xi(raw)
+        return self.to_user(xi), xi, np.concatenate(self.log_post, axis=1)
+
+    def samples(self, burn_in: int, method: str, seed: int) -> Samples:
+        """The kept draws after ``burn_in`` kept draws per chain, on the user's scale."""
+        if not self.draws:
+            return Samples({}, n_chains=self.n_chains, method=method, seed=seed)
+        user, xi, lp = self._joined()
+        cut = lambda a: a[:, burn_in:]  # noqa: E731
+        return Samples(
+            {k: cut(v) for k, v in user.items()}, n_chains=self.n_chains, log_posterior=cut(lp), method=method,
+            seed=seed, unconstrained=None if user is xi else {k: cut(v) for k, v in xi.items()},
+            burn_in_found=burn_in * self.thin, settings={"thin": self.thin, "burn_in": burn_in * self.thin},
+        )
+
+    def run(self) -> tuple[Convergence, str]:
+        plan = self.plan
+        budget = plan["max_iters"]
+        bar = tqdm(total=None if budget == sys.maxsize else budget, desc=self.desc, unit="it",
+                   disable=not self.verbose, leave=False)
+        goal, piece, stopped_by = min(FIRST_ROUND, budget), 200, None
+        try:
+            while True:
+                while self.iterations < goal and not self._out_of_time():
+                    n = min(piece, goal - self.iterations)
+                    began = time.perf_counter()
+                    out = self._sample(n)
+                    self._keep(out, self.iterations, n)
+                    self.iterations += n
+                    bar.update(n)
+                    rate = n / max(time.perf_counter() - began, 1e-6)
+                    piece = int(min(max(rate * PIECE_SECONDS, 100), 100_000))
+                user, _, _ = self._joined()
+                conv = assess(user, plan["target_ess"], plan["max_rhat"])
+                bar.set_postfix_str(f"worst ESS {conv.worst_ess:.0f}/{plan['target_ess']:g}, "
+                                    f"worst R-hat {conv.worst_rhat:.3f}")
+                if conv.converged:
+                    return conv, "targets"
+                if self.iterations >= budget:
+                    return conv, "max_iters"
+                if self._out_of_time():
+                    return conv, "max_time"
+                ratio = plan["target_ess"] / max(conv.worst_ess, 1.0)
+                if conv.worst_rhat > plan["max_rhat"]:
+                    ratio = max(ratio, 2.0)
+                goal = int(min(budget, self.iterations * min(max(1.2 * ratio, 1.25), 4.0)))
+        finally:
+            bar.close()
+
+    def _sample(self, n: int) -> Samples:
+        try:
+            return sample_chain(self.sampler, n, verbose=False, thin=self.thin)
+        except (Interrupted, DivergenceError, SamplingError) as error:
+            partial = getattr(error, "samples", None)
+            if isinstance(partial, Samples) and partial.n_kept:
+                self._keep(partial, self.iterations, partial.n_kept * self.thin)
+            error.samples = self.samples(0, self.desc.split(": ")[-1], self.plan["seed"])
+            raise
