@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import checks
-from ..run.chain import run_chain, run_until_ready
+from ..run.chain import STEP_API_CONTINUATION, WHOLE_CHAIN_CONTINUATION, run_chain, run_until_ready
 from ..run.checkpoints import CheckpointDirectory, fingerprint
 from ..run.distributed_checkpoints import (
     ReplicaCheckpoints, agree_on_directory, agree_or_raise, combined_fingerprint, commit_on_chief, refuse_replica_layout,
@@ -69,6 +69,14 @@ def sample_chain(
     """
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sample_chain needs a sampler made by a *_setup function, got {type(sampler).__name__}")
+    return _sample(sampler, n_iters, verbose, burn_in, thin, store_gradients, STEP_API_CONTINUATION)
+
+
+def _sample(
+    sampler: Sampler, n_iters: int, verbose: bool, burn_in: int, thin: int, store_gradients: bool, continuation: str
+) -> Samples:
+    """:func:`sample_chain`'s run; ``continuation`` says in an exception's message what the caller
+    can do next (:func:`~sgmcmc.run.chain.run_chain`)."""
     chain = Chain(n_iters=n_iters, burn_in=burn_in, thin=thin, store_gradients=store_gradients, verbose=verbose)
     keep = chain.keep
     if chain.store_gradients and sampler.uses_no_gradient:
@@ -84,7 +92,8 @@ def sample_chain(
             raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
         init_sess(sampler, verbose)
     return run_chain(
-        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=sampler.settings
+        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=sampler.settings,
+        continuation=continuation,
     )
 
 
@@ -130,8 +139,8 @@ def run_whole_chain(
 
     def run(sampler: Sampler, verbose: bool) -> Samples:
         if not segmented:
-            return sample_chain(
-                sampler, chain.n_iters, verbose, burn_in=chain.burn_in, thin=chain.thin, store_gradients=chain.store_gradients
+            return _sample(
+                sampler, chain.n_iters, verbose, chain.burn_in, chain.thin, chain.store_gradients, WHOLE_CHAIN_CONTINUATION
             )
         return run_segments(sampler, plan, chain, verbose)
 
@@ -170,6 +179,7 @@ def run_segments(sampler: Sampler, plan: list[Segment], chain: Chain, verbose: b
             part = run_chain(
                 sampler, segment.n_iters, Keep(start + segment.skip, segment.thin),
                 store_gradients=chain.store_gradients, verbose=verbose, settings=settings,
+                continuation=WHOLE_CHAIN_CONTINUATION,
             )
         except (DivergenceError, SamplingError, Interrupted) as error:
             if isinstance(error.samples, Samples):
@@ -330,7 +340,7 @@ def run_until_burned_in(
     try:
         samples = run_chain(
             sampler, chain.n_iters, Keep(found, chain.thin), store_gradients=chain.store_gradients,
-            verbose=chain.verbose, settings=settings,
+            verbose=chain.verbose, settings=settings, continuation=WHOLE_CHAIN_CONTINUATION,
         )
     except (DivergenceError, SamplingError, Interrupted) as error:
         if isinstance(error.samples, Samples):

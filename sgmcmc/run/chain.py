@@ -283,6 +283,27 @@ class _Storage:
         )
 
 
+#: What an exception of a run on a ``*_setup`` sampler says the caller can do next.
+STEP_API_CONTINUATION = "sample_chain(sampler, n) continues the chain"
+
+#: The same for a whole-chain call (``sgld(...)``), whose sampler the caller does not hold.
+WHOLE_CHAIN_CONTINUATION = (
+    "this call made its own sampler, so it cannot be continued: to make a long run resumable give it "
+    "checkpoint_dir= (run again, the same call resumes from its last checkpoint), or step a sampler from the "
+    "*_setup function with sample_chain(sampler, n), which continues where it stopped"
+)
+
+
+def _checkpoint_continuation(last_checkpoint: int, run_start: int, checkpoint_every: int | None) -> str:
+    """What an exception of a run with ``checkpoint_dir`` says the caller can do next."""
+    if last_checkpoint > run_start:
+        return f"run again, the same call resumes from its last checkpoint (iteration {last_checkpoint})"
+    return (
+        f"no checkpoint was written yet (the first comes at iteration {run_start + (checkpoint_every or 0)}): "
+        f"run again, the same call starts afresh"
+    )
+
+
 def run_chain(
     sampler: Sampler,
     n_iters: int,
@@ -295,6 +316,7 @@ def run_chain(
     preloaded: tuple | None = None,
     checkpoint=None,
     checkpoint_every: int | None = None,
+    continuation: str = STEP_API_CONTINUATION,
 ) -> Samples:
     """Run ``n_iters`` more iterations of ``sampler`` in compiled chunks and return the kept ones.
 
@@ -302,6 +324,10 @@ def run_chain(
     from a checkpoint began before the sampler's current iteration, and ``preloaded`` holds what
     its shards kept (``CheckpointDirectory.load_arrays``). ``checkpoint(storage,
     finished)``, if given, is called every ``checkpoint_every`` iterations and at the end.
+    ``continuation`` ends the messages of ``Interrupted`` and of an end-of-run failure: what the
+    caller can do next (:data:`STEP_API_CONTINUATION` for a ``*_setup`` sampler,
+    :data:`WHOLE_CHAIN_CONTINUATION` for a whole-chain call; with ``checkpoint``, the
+    checkpoint to resume from).
 
     Raises
     ------
@@ -318,10 +344,16 @@ def run_chain(
     storage = _Storage(sampler, keep, n_iters, store_gradients, run_start)
     if preloaded is not None:
         storage.preload(*preloaded)
-    return _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every)
+    return _continue(
+        sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every,
+        continuation,
+    )
 
 
-def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every):
+def _continue(
+    sampler, storage, n_iters, keep, store_gradients, verbose, settings, run_start, checkpoint, checkpoint_every,
+    continuation,
+):
     """The chunk loop of :func:`run_chain`, from the sampler's current iteration to the run's end."""
     max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // sampler.bytes_per_kept(store_gradients))))
     xla_groups = sampler.max_groups_per_call(store_gradients)
@@ -381,9 +413,12 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
                 last = chunk.last_log_post
                 bar.set_postfix(log_post=f"{last[0]:.6g}" if len(last) == 1 else f"{np.median(last):.6g} (median)", refresh=False)
                 if interrupt.raised:
+                    if checkpoint is not None:
+                        continuation = _checkpoint_continuation(last_checkpoint, run_start, checkpoint_every)
                     raise Interrupted(
                         f"{desc} interrupted after iteration {sampler.iteration}: the samples kept so far are "
-                        f"in the exception's `samples` attribute, and sample_chain(sampler, n) continues the chain",
+                        f"in the exception's `samples` attribute (except sgmcmc.Interrupted as e: samples = "
+                        f"e.samples); {continuation}",
                         iteration=sampler.iteration,
                         samples=storage.samples(settings),
                     )
@@ -398,7 +433,8 @@ def _continue(sampler, storage, n_iters, keep, store_gradients, verbose, setting
         sampler,
         sampler.iteration,
         "Every kept sample is in the exception's `samples` attribute; the last entry of its "
-        "log_posterior (and gradients) is NaN, and sample_chain(sampler, n) continues the chain",
+        "log_posterior (and gradients) is NaN; "
+        + (_checkpoint_continuation(last_checkpoint, run_start, checkpoint_every) if checkpoint is not None else continuation),
         lambda: storage.samples(settings),
     )
     if checkpoint is not None:
