@@ -485,6 +485,21 @@ def from_model(
         An unbuilt model, a likelihood that does not fit the output shape (e.g.
         ``"bernoulli"`` with 10 outputs), an unknown likelihood, a Keras loss as likelihood, a
         bad ``prior_scale`` or ``noise_scale``.
+
+    Notes
+    -----
+    The starting values are the model's weights as Keras initialised (or trained) them, and a
+    sampler's ``seed=`` does not reach that initialisation: it seeds the minibatches and the
+    injected noise only. Unseeded, every process starts from another network (and the stepsize
+    check, made at the start, names other stepsizes). To reproduce a run, seed Keras before
+    the model is built: ``keras.utils.set_random_seed(s)`` (Python's, numpy's and the backend's
+    generators: the initializers and ``model.fit``'s shuffling), or give each layer a seeded
+    initializer (``kernel_initializer=keras.initializers.GlorotUniform(seed=s)``)::
+
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(100, activation="relu"),
+                                  keras.layers.Dense(10)])
+        bnn = sgmcmc.keras.from_model(model, "categorical")   # the same bnn.params in every process
     """
     return BayesianNetwork(model, likelihood, prior_scale, x, y, noise_scale)
 
