@@ -112,18 +112,23 @@ class MixingWarning(UserWarning):
 
 
 class ImproperPosteriorError(ValueError):
-    """The log posterior keeps rising while some parameters run away: it has no mode and no
-    finite integral, so there is no posterior to sample (e.g. linearly separable data under the
-    flat default prior). Raised by the control-variate mode search and by :func:`sgmcmc.sample`
-    before anything is sampled. The fix is a proper ``log_prior`` (e.g. a Normal with a sd on
-    the scale you believe the parameters can take).
+    """The log posterior keeps rising, or stays flat, while some parameters run away: it has no
+    mode and no finite integral, so there is no posterior to sample (e.g. linearly separable
+    classes, or parameters the likelihood sees only through their sum, under the flat default
+    prior). Raised before anything is sampled by the control-variate samplers' mode search (the
+    four-argument ``sgldcv`` included) and by :func:`sgmcmc.sample`, through
+    :func:`sgmcmc.run.improper.check_proper` (its docstring has the test). The fix is a proper
+    ``log_prior`` on the parameters named (e.g. ``tfp.distributions.Normal(0, 10).log_prob``
+    summed, with a scale you believe the parameters can take).
 
     Attributes
     ----------
     parameters : list[str]
-        The parameters (elements, as ``"beta[3]"``) that run away, largest share first.
+        The parameter elements (``"beta[3]"``; a scalar parameter by its name) that move most
+        along the runaway direction, largest share first (at most five).
     log_posterior : list[float]
-        The full-data log posterior at the points of the test, in order of distance.
+        The log posterior along the runaway ray, nearest first (the ray's start first); on the
+        full data, or on all rows of the mode search's subsample when that is every row.
     """
 
     def __init__(self, message: str, parameters=(), log_posterior=()):

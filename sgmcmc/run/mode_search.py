@@ -48,6 +48,14 @@ continue from the search's end (:func:`polish_mode`: the end check's CG solution
 an Armijo line search on the full-data log posterior; at most :data:`NEWTON_STEPS`). If then
 :math:`D > 5\sqrt d` (:data:`MODE_DISTANCE`), :class:`~sgmcmc.ModeSearchError`: nothing is
 sampled from an anchor that far. (Measured by ``benchmarks/bench_mode_search.py``.)
+
+**No mode at all** (issue 43.3). On an improper posterior (separable classes or a parameter the
+likelihood does not identify, under a flat prior) the search ends somewhere on its way to
+infinity, often within a few posterior sds by the end check, which assumes a mode exists. Before
+the verdict, :func:`sgmcmc.run.improper.check_proper` continues the search on the row subsample
+and tests rays for a log posterior that does not fall, raising
+:class:`~sgmcmc.ImproperPosteriorError` (the derivation and its cost are in
+:mod:`sgmcmc.run.improper`).
 """
 
 from __future__ import annotations
@@ -419,12 +427,22 @@ def report_mode(sampler: Sampler, check: ModeCheck, verbose: bool) -> None:
     """Print the end check (``verbose``); raise :class:`~sgmcmc.ModeSearchError` when the
     estimate is still far after the Newton steps (a control variate anchored there makes the
     chain far too wide: sd × 8.5–14.5 at 290–3,320 sds, issue 29.2)."""
+    typical = check.threshold / MODE_DISTANCE
     text = (
         f"{sampler.method}: the mode search ended at least {check.distance:.3g} posterior sds (Mahalanobis, "
-        f"Gaussian approximation) from the mode; a posterior draw is about {check.threshold / MODE_DISTANCE:.3g} away"
+        f"Gaussian approximation) from the mode; a posterior draw is about {typical:.3g} away"
     )
     if verbose:
-        print(text, file=sys.stderr)
+        if check.far:
+            pass  # the error below says what to do
+        elif check.distance > POLISH_DISTANCE * typical:
+            # issue 44.8: not an error, but the user can do better
+            print(text + f": farther than a draw even after the Newton steps, so the chains start out "
+                  f"there and the control variate is less effective. Drop the first iterations (burn_in=...), "
+                  f"and for a closer anchor raise n_iters_opt (now {sampler.control_variate.n_iters_opt}) or "
+                  f"start nearer the mode (params=...)", file=sys.stderr)
+        else:
+            print(text + ": close enough, nothing to do", file=sys.stderr)
     if check.far:
         raise ModeSearchError(
             text + f" (full-data gradient norm {check.grad_norm:.3g}), after {NEWTON_STEPS} Newton steps: the "
@@ -446,8 +464,12 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     ``n_iters_opt=0`` skips the search: the control variate is anchored at the first start.
     Then the distance from the mode is checked (:func:`check_mode`); while it is more than
     √d posterior sds, damped Newton-CG steps continue (:func:`polish_mode`), and if the estimate
-    is still more than 5√d away, :class:`~sgmcmc.ModeSearchError`. Last, the stepsize is checked
-    against the curvature there (:func:`sgmcmc.stability.check.check_before_sampling`)."""
+    is still more than 5√d away, :class:`~sgmcmc.ModeSearchError`. Before that verdict, a
+    posterior that has no mode is refused: :func:`sgmcmc.run.improper.check_proper` raises
+    :class:`~sgmcmc.ImproperPosteriorError` when the log posterior keeps rising or stays flat
+    along a direction in which parameters run away (it runs only when the prior does not curve
+    every parameter element). Last, the stepsize is checked against the curvature there
+    (:func:`sgmcmc.stability.check.check_before_sampling`)."""
     settings = sampler.control_variate
     step = _auto_step(sampler)
     if settings.n_iters_opt:
@@ -466,6 +488,9 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     if settings.n_iters_opt:
         check = check_mode(sampler, {k: g.numpy() for k, g in anchor_grad.items()})
         anchor_grad, check, _ = polish_mode(sampler, anchor_grad, check, verbose)
+        from .improper import check_proper  # imported here: it imports this module
+
+        check_proper(sampler, verbose=verbose)
         report_mode(sampler, check, verbose)
     sampler.set_anchor(anchor_grad)
     check_before_sampling(sampler)  # before sampling: stepsize x curvature at the mode, with the noise
