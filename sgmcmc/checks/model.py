@@ -3,7 +3,11 @@ rows before anything is compiled, their errors translated into messages naming t
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import os
 import re
+import traceback
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -216,6 +220,40 @@ def _shape_clash_message(error: Exception, batch: dict[str, tf.Tensor], params: 
     )
 
 
+def _closest(name: str, names: list[str]) -> str | None:
+    """The name in ``names`` closest to ``name``: equal ignoring case, else difflib's best match."""
+    same = [n for n in names if n.lower() == name.lower()]
+    if same:
+        return same[0]
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def _missing_name_message(
+    error: Exception, what: str, dataset: Mapping[str, Any] | None, params: Mapping[str, Any]
+) -> str | None:
+    """A ``KeyError`` of a name that is neither a dataset entry nor a parameter (a misspelling,
+    ``d["y"]`` for ``{"Y": y}``), said with the names there are and the closest one."""
+    if not isinstance(error, KeyError) or len(error.args) != 1 or not isinstance(error.args[0], str):
+        return None
+    name = error.args[0]
+    entries = [] if dataset is None else [str(k) for k in dataset]
+    names = [str(k) for k in params]
+    if name in entries or name in names:
+        return None  # the key exists: the KeyError came from elsewhere in the user's code
+    listed = f"params has {names}" if dataset is None else f"the dataset has entries {entries} and params has {names}"
+    closest = _closest(name, entries + names)
+    hint = ""
+    if closest is not None:
+        where = f"dataset[{closest!r}]" if closest in entries else f"params[{closest!r}]"
+        hint = f" Did you mean {where}?"
+    return (
+        f"{what} failed on a trial evaluation (KeyError: {name!r}): there is no {name!r}; {listed}.{hint} "
+        f"Read the data as dataset[name] and the parameters as params[name], with the names you passed"
+    )
+
+
 def trial_evaluation(
     log_lik: Callable,
     log_prior: Callable | None,
@@ -235,7 +273,12 @@ def trial_evaluation(
     posterior silently: a parameter with no gradient path to ``log_lik`` or ``log_prior``
     (graph connectivity, not a zero value), and a ``log_lik`` that is not additive over rows
     (:func:`additivity_gaps`: a mean instead of a sum, or one that ignores its ``dataset``
-    argument and closes over the full data)."""
+    argument and closes over the full data).
+
+    Last, always: each function traced once into a graph, as the samplers compile it
+    (:func:`_check_traceable`), so that Python control flow on a tensor that AutoGraph cannot
+    convert is explained here rather than mid-set-up. A misspelt name (a ``KeyError``) is
+    reported with the names there are and the closest one."""
     if not callable(log_lik):
         raise TypeError("log_lik must be a function log_lik(params, dataset) returning a scalar tensor")
     if log_prior is not None and not callable(log_prior):
@@ -295,6 +338,9 @@ def _trial(log_lik, log_prior, dataset, params, dtype, check_model) -> None:
                     f"(e.g. tf.constant(x, dtype=tf.{dtype.name})), or run the sampler with "
                     f"dtype=tf.{other.name}"
                 ) from error
+            message = _missing_name_message(error, what, dataset if what == "log_lik" else None, params)
+            if message:
+                raise RuntimeError(message) from error
             raise RuntimeError(
                 f"{what} failed on a trial evaluation ({type(error).__name__}: {error}); check that it "
                 f"uses params[name] and dataset[name] with the names you passed"
@@ -313,10 +359,87 @@ def _trial(log_lik, log_prior, dataset, params, dtype, check_model) -> None:
             raise ValueError(
                 f"{what} is {value.numpy()} at the starting values: start inside the support of the model"
             )
-    if not check_model:
+    if check_model:  # eager, like everything above: the mistakes they find are reported first
+        _check_connected(log_lik, log_prior, batch, tensors)
+        _check_additive(log_lik, dataset, params)
+    _check_traceable("log_lik", lambda p, data: log_lik(p, data), tensors, batch, log_lik)
+    if log_prior is not None:
+        _check_traceable("log_prior", lambda p, data: log_prior(p), tensors, {}, log_prior)
+
+
+def _has_source(fn: Callable) -> bool:
+    """Whether AutoGraph can read ``fn``'s source (not for code piped to ``python -``, typed at
+    an interactive prompt or made by ``exec``)."""
+    try:
+        inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    return True
+
+
+def _user_line(error: BaseException) -> str:
+    """`` at <file>, line <n> (in <function>)``: the innermost frame of ``error``'s traceback outside
+    TensorFlow and this package, or ``""``."""
+    library = (os.path.dirname(tf.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(library)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" at {frame.filename}, line {frame.lineno} (in {frame.name})"
+
+
+def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_fn: Callable) -> None:
+    """Trace ``call(params, batch)`` into a graph, as the samplers' compiled functions do, and
+    explain the failure the eager evaluation cannot see: Python control flow on a tensor.
+
+    The samplers trace the user's functions without AutoGraph and convert them with AutoGraph
+    only when that trace fails (``graph_options.AutographIfNeeded``). So this trace is one plain
+    trace (a few milliseconds, nothing run); only when it fails is the function traced again with
+    AutoGraph — AutoGraph's own "could not transform" warning silenced — and, if that fails
+    too, the sampler would fail the same way mid-set-up with ~60 lines of AutoGraph's traceback:
+    raised here instead as a ValueError saying what to change."""
+    specs = (
+        {k: tf.type_spec_from_value(v) for k, v in params.items()},
+        {k: tf.type_spec_from_value(v) for k, v in batch.items()},  # sparse or ragged entries too
+    )
+    try:
+        tf.function(call, autograph=False).get_concrete_function(*specs)
         return
-    _check_connected(log_lik, log_prior, batch, tensors)
-    _check_additive(log_lik, dataset, params)
+    except tf.errors.OpError:
+        return  # an op that fails when run: the eager evaluation above ran it
+    except Exception as error:  # noqa: BLE001 — the user's code under tracing may raise anything
+        plain_error = error
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # AutoGraph's "could not transform ... will run it as-is" warning
+    try:
+        tf.function(call).get_concrete_function(*specs)
+        return  # AutoGraph converts it: the samplers will do the same
+    except Exception as error:  # noqa: BLE001
+        converted_error = error
+    finally:
+        logger.setLevel(level)
+    first_line = str(converted_error).strip().splitlines()[-1] if str(converted_error).strip() else ""
+    if isinstance(plain_error, tf.errors.OperatorNotAllowedInGraphError):
+        why = (
+            "AutoGraph, which converts such code, cannot read its source (a function defined in code piped "
+            "to `python -`, typed at an interactive prompt or made by exec)"
+            if not _has_source(user_fn)
+            else f"AutoGraph could not convert it ({type(converted_error).__name__}: {first_line})"
+        )
+        # The cause's traceback is TensorFlow's tracing machinery: the user's line is named instead.
+        raise ValueError(
+            f"{what} uses Python control flow on a tensor{_user_line(plain_error)} (`if`, `while`, `and`/`or` or "
+            f"`assert` on a tensor value, `for` over a tensor): it ran eagerly on a trial evaluation, but the "
+            f"samplers compile it into a graph, where a tensor has no Python truth value, and {why}. Write the "
+            f"choice with tensor ops (tf.where(cond, a, b) for values, tf.cond / tf.while_loop for computations), "
+            f"or define {what} in a .py file so that AutoGraph can convert it"
+        ) from None
+    raise ValueError(
+        f"{what} runs eagerly but cannot be traced into a graph, which the samplers compile it into "
+        f"({type(plain_error).__name__}: {plain_error}). Use TensorFlow operations on the tensors it is given: "
+        f"no .numpy(), no numpy functions or Python conversions (float(), int()) of a tensor"
+    ) from plain_error
 
 
 def _check_connected(log_lik, log_prior, batch, tensors) -> None:
