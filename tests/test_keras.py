@@ -524,23 +524,6 @@ def test_bad_data_and_callables_are_refused_before_sampling():
         sgmcmc.sgld(bnn.log_lik, data, bnn.params, 1e-4, minibatch_size=10, n_iters=10, verbose=False, dtype=tf.float64)
 
 
-def test_readme_keras_example():
-    """The README's "Keras models" example as written: the StepsizeWarning the README says it
-    gives (the sampler's check at the start, with the minibatch noise: sd ratio 4.8 at 2e-4 on
-    the top direction; safe ~5e-6) and a sensible ensemble (seed 1: accuracy 0.912 on the 297
-    held-out digits; bound 0.85)."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"## Keras models.*?```python\n(.*?)```", readme, re.S).group(1)
-    namespace: dict = {}
-    with pytest.warns(sgmcmc.StepsizeWarning, match=r"(?s)with the minibatch noise.*one stepsize for all parameters"):
-        exec(compile(block.replace("seed=1)", "seed=1, verbose=False)"), "README Keras example", "exec"), namespace)
-    scores = sk.evaluate(namespace["probs"], namespace["y"][1500:])
-    assert scores["accuracy"] > 0.85, scores
-
-
 def test_import_sgmcmc_leaves_the_adapter_unloaded(fresh_process):
     """``import sgmcmc`` does not load ``sgmcmc.keras`` (its first use does): measured, the adapter
     adds ~0.01 s on first use, Keras itself being loaded by TensorFlow Probability already. A
