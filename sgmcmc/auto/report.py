@@ -42,7 +42,10 @@ class SampleReport:
     iterations : int
         Sampling iterations per chain (after the mode search).
     burn_in : int
-        Iterations per chain dropped as burn-in (found from the draws).
+        Iterations per chain dropped: the warm-up before the last re-estimation of the metric plus
+        the burn-in found from the draws after it.
+    adaptations : int
+        How often the metric was re-estimated from the draws.
     thin : int
         Kept one iteration in ``thin``.
     converged : bool
@@ -73,6 +76,7 @@ class SampleReport:
     iterations: int
     burn_in: int
     thin: int
+    adaptations: int
     converged: bool
     target_ess: float
     max_rhat: float
@@ -103,7 +107,8 @@ class SampleReport:
             f"sgmcmc.sample: {self.method}, {self.preconditioner} preconditioner, stepsize {step}",
             f"  why: {self.why}",
             f"  d = {self.dim}, N = {self.n_rows:,}, minibatch {self.minibatch_size:,}{kappa}",
-            f"  {self.n_chains} chains x {self.iterations:,} iterations (burn-in {self.burn_in:,}, thin {self.thin}) "
+            f"  {self.n_chains} chains x {self.iterations:,} iterations (burn-in {self.burn_in:,}, thin {self.thin}; "
+            f"metric re-estimated {self.adaptations}x) "
             f"in {self.seconds.get('total', float('nan')):.1f} s; seed {self.seed}",
             f"  {verdict}",
         ]

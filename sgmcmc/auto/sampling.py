@@ -37,13 +37,16 @@ from ..constraints import Constrained, check_constraints
 from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
 from ..stability import check_stepsize
 from .convergence import Convergence, assess
-from .laplace import DENSE_MAX, Whitened, laplace_at
+from .laplace import DENSE_MAX, Whitened, laplace_at, newton_polish
 from .report import AdaptedSamples, SampleReport, adapted
 
 #: The samplers ``method=`` can name; "auto" is decided by :func:`choose` (docs/DESIGN.md).
 METHODS = ("auto", "sgldcv", "sghmccv")
 #: Default minibatch: min(N, this) rows (the thesis' covertype runs use 500).
 DEFAULT_MINIBATCH = 500
+#: ``minibatch_size=None`` grows the minibatch to at most this many rows while the gradient noise,
+#: not the discretisation, limits the stepsize (:func:`balanced_batch`).
+MAX_MINIBATCH = 10_000
 #: The mode search's SGD steps (the CV samplers' default, R's).
 N_ITERS_OPT = 10_000
 #: Without max_iters and max_time, at most this many sampling iterations per chain.
@@ -54,6 +57,12 @@ FIRST_ROUND = 1_000
 MAX_KEPT = 4_000
 #: Chains 2..K start at the mode plus this times a draw of the Laplace approximation.
 START_SPREAD = 1.5
+#: The metric is re-estimated from the draws (at most this many times) when the chains' worst
+#: iterations per effective draw exceed SLOW_FACTOR times the Gaussian approximation's 4/h, once
+#: the worst bulk ESS is at least MIN_ESS_TO_ADAPT.
+MAX_ADAPTATIONS = 3
+SLOW_FACTOR = 3.0
+MIN_ESS_TO_ADAPT = 20
 #: Longest stretch of sampling between two looks at the clock and the progress bar (seconds).
 PIECE_SECONDS = 2.0
 
@@ -129,7 +138,9 @@ def sample(
     max_time
         Seconds for the whole call at most (checked between pieces of ≤ ~2 s of sampling).
     minibatch_size
-        Rows per minibatch (a count, or a proportion of N in (0, 1)); None: min(N, 500).
+        Rows per minibatch (a count, or a proportion of N in (0, 1)); None: min(N, 500) for the mode
+        search, and for the sampling the size at which the gradient noise costs the stepsize at
+        most half (grown up to 10,000 rows while the noise limits it; :func:`balanced_batch`).
     method
         ``"auto"`` (the rule in docs/DESIGN.md), or ``"sgldcv"`` / ``"sghmccv"`` to name one; the
         preconditioning and the stepsize are chosen either way.
@@ -189,57 +200,112 @@ def sample(
     name = "sgldcv" if plan["method"] == "auto" else plan["method"]
     distortion = min(0.1, 0.5 / math.sqrt(2.0 * plan["target_ess"]))
     rng = np.random.default_rng([seed, 43])
+    setup = sgldcv_setup if name == "sgldcv" else sghmccv_setup
+    sizes = {"batch": batch}
+
+    def prepared(model_log_lik, model_log_prior, starts, stepsize):
+        sampler = setup(
+            model_log_lik, dataset, starts, stepsize, log_prior=model_log_prior, minibatch_size=sizes["batch"],
+            n_iters_opt=0,
+            verbose=False, seed=seed, dtype=dtype, n_chains=n_chains, check_model=False, check_stepsize=False,
+        )
+        init_sess(sampler, verbose=False)
+        return sampler
+
+    adapt = None
     if d <= DENSE_MAX:
-        laplace = laplace_at(finder.one_chain_estimator, mode, seed)
-        model = Whitened(laplace, log_lik, log_prior, constrained, dtype)
-        point = {model.name: np.zeros(d)}
-        check = check_stepsize(model.log_lik, dataset, point, 1.0, model.log_prior, method=name, distortion=distortion,
-                               per_parameter=False, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
-        stepsize = float(check.safe_stepsize)
-        starts = [point] + [{model.name: START_SPREAD * rng.standard_normal(d)} for _ in range(n_chains - 1)]
+        mode, hessian, passes = newton_polish(finder.one_chain_estimator, mode, seed)
+        laplace = laplace_at(finder.one_chain_estimator, mode, seed, hessian)
+        whitened = Whitened(laplace.mode, laplace.whitening, log_lik, log_prior, constrained, dtype)
+        origin = {Whitened.name: np.zeros(d)}
+
+        def safe_stepsize(model: Whitened, rows: int | None) -> float:
+            return float(check_stepsize(model.log_lik, dataset, origin, 1.0, model.log_prior, method=name,
+                                        distortion=distortion, per_parameter=False, warn=False, seed=seed, dtype=dtype,
+                                        minibatch_size=rows).safe_stepsize)
+
+        if plan["choose_batch"]:
+            sizes["batch"], sizes["exact"] = balanced_batch(lambda rows: safe_stepsize(whitened, rows), batch, n_rows)
+
+        def whitened_sampler(model: Whitened, phi_starts: np.ndarray):
+            step = safe_stepsize(model, sizes["batch"])
+            starts = [{Whitened.name: p} for p in phi_starts]
+            return prepared(model.log_lik, model.log_prior, starts, step), step
+
+        phi_starts = np.concatenate([np.zeros((1, d)), START_SPREAD * rng.standard_normal((n_chains - 1, d))])
+        sampler, stepsize = whitened_sampler(whitened, phi_starts)
         kappa, scaled_kappa = laplace.condition_number, laplace.scaled_condition_number
         why = (f"d = {d} ≤ {DENSE_MAX}: the Hessian at the mode is taken whole and the chain moves its whitened "
                f"parameters, so every direction mixes alike (κ {kappa:.3g}; {scaled_kappa:.3g} after one stepsize per "
                f"element, which per-parameter stepsizes could not remove)")
-        preconditioner, to_xi = "dense", lambda draws: model.to_unconstrained(draws[model.name])
-        sample_log_lik, sample_log_prior = model.log_lik, model.log_prior
-        to_user = model.to_user
+        if laplace.probed:
+            why += f"; {laplace.probed} flat direction(s) of the Hessian measured along a line"
+        preconditioner, to_user = "dense", whitened.to_user
+        state = {"model": whitened, "stepsize": stepsize}
+
+        def to_xi(draws):
+            return state["model"].to_unconstrained(draws[Whitened.name])
+
+        if name == "sgldcv":
+            def adapt(conv: Convergence, rounds: "_Rounds"):
+                """Re-estimate the metric from the draws when the chains mix far slower than on the
+                Gaussian approximation (docs/DESIGN.md, "sgmcmc.sample")."""
+                used = (rounds.kept - conv.burn_in) * rounds.thin
+                ess = float(conv.table["ess_bulk"].min())
+                observed = n_chains * used / max(ess, 1e-9)
+                predicted = 4.0 / state["stepsize"]  # SGLD on unit curvature: AR(1) with 1 − h/2
+                if rounds.adaptations >= MAX_ADAPTATIONS or ess < MIN_ESS_TO_ADAPT or observed < SLOW_FACTOR * predicted:
+                    return None
+                phi = rounds.raw()[Whitened.name][:, conv.burn_in:].reshape(-1, d).astype(np.float64)
+                weight = ess / (ess + d)
+                cov = weight * np.cov(phi.T).reshape(d, d) + (1 - weight) * np.eye(d)
+                values, vectors = np.linalg.eigh(cov)
+                model = state["model"].with_matrix(state["model"].matrix @ (vectors * np.sqrt(values)[None, :]))
+                now = state["model"].to_flat(rounds.sampler.params[Whitened.name].numpy().reshape(n_chains, d))
+                new_sampler, step = whitened_sampler(model, model.to_phi(now))
+                if verbose:
+                    print(f"sample: the chains mix {observed / predicted:.1f}x slower than on the Gaussian "
+                          f"approximation: metric re-estimated from {ess:.0f} effective draws (the draws so far are "
+                          f"warm-up); stepsize {step:.3g}", file=sys.stderr)
+                state.update(model=model, stepsize=step)
+                return new_sampler
     else:
         sample_log_lik, sample_log_prior = (log_lik, log_prior) if constrained is None else constrained.wrap(log_lik, log_prior)
         check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name, distortion=distortion,
                                per_parameter=True, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
         stepsize = check.safe_stepsize if check.safe_stepsize_per_parameter is None else check.safe_stepsize_per_parameter
         stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
-        starts = mode
+        sampler = prepared(sample_log_lik, sample_log_prior, mode, stepsize)
         kappa = scaled_kappa = float("nan")
         why = (f"d = {d} > {DENSE_MAX}: a dense Hessian would cost {d} products; one stepsize per parameter from the "
                f"stability check instead (the chains start at the mode)")
-        preconditioner, to_xi = "per-parameter", lambda draws: draws
-        to_user = (lambda xi: dict(xi)) if constrained is None else constrained.to_constrained
-    setup = sgldcv_setup if name == "sgldcv" else sghmccv_setup
-    sampler = setup(
-        sample_log_lik, dataset, starts, stepsize, log_prior=sample_log_prior, minibatch_size=batch, n_iters_opt=0,
-        verbose=False, seed=seed, dtype=dtype, n_chains=n_chains, check_model=False, check_stepsize=False,
-    )
-    init_sess(sampler, verbose=False)
+        preconditioner, to_xi = "per-parameter", dict
+        to_user = dict if constrained is None else constrained.to_constrained
     seconds["curvature and choice"] = time.perf_counter() - t
     if verbose:
-        print(f"sample: {name}, {preconditioner} preconditioner, stepsize "
+        print(f"sample: {name}, {preconditioner} preconditioner, minibatch {sizes['batch']:,}, stepsize "
               f"{stepsize if isinstance(stepsize, dict) else f'{stepsize:.3g}'} (sd within {distortion:.1%} on the "
               f"Gaussian approximation); {why}", file=sys.stderr)
 
     # 4.-5. rounds
     t = time.perf_counter()
-    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}")
+    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}", adapt)
+    if preconditioner == "dense":
+        # about four kept draws per autocorrelation time of the Gaussian approximation (4/h): a
+        # change of thinning compiles the sampling program anew (~1-3 s), so it is set once here
+        rounds.thin = int(2 ** max(0, math.floor(math.log2(1.0 / stepsize))))
     conv, stopped_by = rounds.run()
+    if preconditioner == "dense":
+        stepsize = state["stepsize"]
     seconds["sampling"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - started
     report = SampleReport(
         method=name, preconditioner=preconditioner, why=why, stepsize=stepsize, distortion=distortion, dim=d,
         condition_number=kappa, scaled_condition_number=scaled_kappa,
         mode_search={"iterations": N_ITERS_OPT, "seconds": seconds["checks and mode"]},
-        minibatch_size=batch, n_rows=n_rows, n_chains=n_chains, iterations=rounds.iterations,
-        burn_in=conv.burn_in * rounds.thin, thin=rounds.thin, converged=conv.converged,
+        minibatch_size=sizes["batch"], n_rows=n_rows, n_chains=n_chains, iterations=rounds.iterations,
+        burn_in=rounds.warm_up + conv.burn_in * rounds.thin, thin=rounds.thin, adaptations=rounds.adaptations,
+        converged=conv.converged,
         target_ess=plan["target_ess"], max_rhat=plan["max_rhat"], worst_ess=conv.worst_ess,
         worst_rhat=conv.worst_rhat, stopped_by=stopped_by, seconds=seconds, seed=seed, table=conv.table,
     )
@@ -255,9 +321,27 @@ def sample(
             f"error bars. Give a larger max_iters / max_time, or reparametrise the slow parameters",
             ConvergenceWarning, stacklevel=user_stacklevel(),
         )
-    if verbose:
-        print(report, file=sys.stderr)
+    if verbose and conv.converged:
+        print(f"sample: converged after {rounds.iterations:,} iterations per chain in {seconds['total']:.1f} s (worst "
+              f"ESS {conv.worst_ess:.0f}, worst R-hat {conv.worst_rhat:.4f}): samples.report, samples.summary()",
+              file=sys.stderr)
     return result
+
+
+def balanced_batch(safe: Callable[[int | None], float], batch: int, n_rows: int) -> tuple[int, float]:
+    r"""The minibatch size at which the gradient noise costs the stepsize at most half: with
+    :math:`h_\infty` = ``safe(None)`` (exact gradients: the discretisation alone) and
+    :math:`h_n` = ``safe(n)``, keep n when :math:`h_n \ge h_\infty/2`, else grow it to
+    :math:`n\,h_\infty/(2h_n)` (at most :data:`MAX_MINIBATCH` and N). Why: on the Gaussian
+    approximation :math:`\rho^2 = (1 + q/4)/(1 - \mu/4)` with the noise term q ∝ h/n, so while
+    the noise decides the stepsize, h ∝ n and the cost per effective draw, ∝ (c₀ + c₁n)/h, falls
+    as n grows; once the discretisation decides it, h is fixed and the cost grows with n. The
+    two terms balance at :math:`h \approx h_\infty/2`. Returns (n, h_∞)."""
+    exact = safe(None)
+    noisy = safe(batch)
+    if noisy >= exact / 2 or batch >= n_rows:
+        return batch, exact
+    return int(min(n_rows, MAX_MINIBATCH, math.ceil(batch * exact / (2 * noisy)))), exact
 
 
 def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size, method,
@@ -291,7 +375,7 @@ def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, ma
         max_iters = DEFAULT_MAX_ITERS if max_time is None else sys.maxsize
     return dict(
         dtype=dtype, seed=int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed),
-        n_rows=n_rows, batch=batch, max_iters=int(max_iters), max_time=max_time, method=method,
+        n_rows=n_rows, batch=batch, choose_batch=minibatch_size is None, max_iters=int(max_iters), max_time=max_time, method=method,
         target_ess=float(target_ess), max_rhat=float(max_rhat),
     )
 
@@ -300,10 +384,13 @@ class _Rounds:
     """The sampling rounds of :func:`sample` and the draws they keep."""
 
     def __init__(self, sampler, to_xi: Callable, to_user: Callable, n_chains: int, plan: dict, started: float,
-                 verbose: bool, desc: str):
+                 verbose: bool, desc: str, adapt: Callable | None = None):
         self.sampler, self.to_xi, self.to_user = sampler, to_xi, to_user
         self.n_chains, self.plan, self.started, self.verbose, self.desc = n_chains, plan, started, verbose, desc
+        self.adapt = adapt
         self.iterations, self.thin = 0, 1
+        #: Iterations per chain run before the last re-estimation of the metric (dropped).
+        self.warm_up, self.adaptations = 0, 0
         self.draws: list[dict[str, np.ndarray]] = []  # the sampler's arrays (K, m, ...), one per piece
         self.log_post: list[np.ndarray] = []
         self.at: list[np.ndarray] = []  # the global iteration of every kept draw
@@ -319,17 +406,31 @@ class _Rounds:
         self.draws.append(arrays)
         self.log_post.append(out.log_posterior_by_chain())
         self.at.append(np.arange(first + 1, first + n + 1)[(np.arange(first + 1, first + n + 1)) % self.thin == 0])
-        if sum(len(a) for a in self.at) > MAX_KEPT:  # thin everything kept so far by 2
+        if self.kept > MAX_KEPT:  # thin everything kept so far by 2
             self.thin *= 2
             keep = [a % self.thin == 0 for a in self.at]
             self.draws = [{k: v[:, m] for k, v in d.items()} for d, m in zip(self.draws, keep)]
             self.log_post = [lp[:, m] for lp, m in zip(self.log_post, keep)]
             self.at = [a[m] for a, m in zip(self.at, keep)]
 
+    @property
+    def kept(self) -> int:
+        """Kept draws per chain."""
+        return sum(len(a) for a in self.at)
+
+    def raw(self) -> dict[str, np.ndarray]:
+        """The sampler's kept arrays ``(K, m, ...)``."""
+        return {k: np.concatenate([d[k] for d in self.draws], axis=1) for k in self.draws[0]}
+
+    def restart(self, sampler) -> None:
+        """Continue with ``sampler`` (the chains' states carried over); what was kept is warm-up."""
+        self.sampler, self.warm_up = sampler, self.iterations
+        self.adaptations += 1
+        self.draws, self.log_post, self.at = [], [], []
+
     def _joined(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
         """(user-scale draws, unconstrained draws, log posterior), each ``(K, m, ...)``."""
-        raw = {k: np.concatenate([d[k] for d in self.draws], axis=1) for k in self.draws[0]}
-        xi = self.to_xi(raw)
+        xi = self.to_xi(self.raw())
         return self.to_user(xi), xi, np.concatenate(self.log_post, axis=1)
 
     def samples(self, burn_in: int, method: str, seed: int) -> Samples:
@@ -341,7 +442,8 @@ class _Rounds:
         return Samples(
             {k: cut(v) for k, v in user.items()}, n_chains=self.n_chains, log_posterior=cut(lp), method=method,
             seed=seed, unconstrained=None if user is xi else {k: cut(v) for k, v in xi.items()},
-            burn_in_found=burn_in * self.thin, settings={"thin": self.thin, "burn_in": burn_in * self.thin},
+            burn_in_found=self.warm_up + burn_in * self.thin,
+            settings={"thin": self.thin, "burn_in": self.warm_up + burn_in * self.thin},
         )
 
     def run(self) -> tuple[Convergence, str]:
@@ -349,18 +451,23 @@ class _Rounds:
         budget = plan["max_iters"]
         bar = tqdm(total=None if budget == sys.maxsize else budget, desc=self.desc, unit="it",
                    disable=not self.verbose, leave=False)
-        goal, piece, stopped_by = min(FIRST_ROUND, budget), 200, None
+        goal, piece = min(FIRST_ROUND, budget), 256
         try:
             while True:
                 while self.iterations < goal and not self._out_of_time():
+                    # whole thinning groups (a call ending mid-group compiles another program),
+                    # in a few sizes (powers of two) whatever the rate
                     n = min(piece, goal - self.iterations)
+                    n = max(self.thin, n - n % self.thin)
+                    if self.iterations + n > budget:
+                        n = budget - self.iterations
                     began = time.perf_counter()
                     out = self._sample(n)
                     self._keep(out, self.iterations, n)
                     self.iterations += n
                     bar.update(n)
                     rate = n / max(time.perf_counter() - began, 1e-6)
-                    piece = int(min(max(rate * PIECE_SECONDS, 100), 100_000))
+                    piece = int(2 ** round(math.log2(min(max(rate * PIECE_SECONDS, 128), 131_072))))
                 user, _, _ = self._joined()
                 conv = assess(user, plan["target_ess"], plan["max_rhat"])
                 bar.set_postfix_str(f"worst ESS {conv.worst_ess:.0f}/{plan['target_ess']:g}, "
@@ -371,10 +478,18 @@ class _Rounds:
                     return conv, "max_iters"
                 if self._out_of_time():
                     return conv, "max_time"
+                adapted_sampler = None if self.adapt is None else self.adapt(conv, self)
+                if adapted_sampler is not None:
+                    previous = self.iterations - self.warm_up
+                    self.restart(adapted_sampler)
+                    goal = min(budget, self.iterations + max(FIRST_ROUND, previous))
+                    continue
+                # the ESS grows with the iterations: aim 20 % past the target; R-hat alone above
+                # its target (its estimate is noisy near 1.01 at these ESS): half as many again
                 ratio = plan["target_ess"] / max(conv.worst_ess, 1.0)
-                if conv.worst_rhat > plan["max_rhat"]:
-                    ratio = max(ratio, 2.0)
-                goal = int(min(budget, self.iterations * min(max(1.2 * ratio, 1.25), 4.0)))
+                growth = 1.5 if ratio <= 1 else min(max(1.2 * ratio, 1.25), 4.0)
+                run = self.iterations - self.warm_up
+                goal = int(min(budget, self.warm_up + run * growth))
         finally:
             bar.close()
 
@@ -385,5 +500,13 @@ class _Rounds:
             partial = getattr(error, "samples", None)
             if isinstance(partial, Samples) and partial.n_kept:
                 self._keep(partial, self.iterations, partial.n_kept * self.thin)
-            error.samples = self.samples(0, self.desc.split(": ")[-1], self.plan["seed"])
+            kept = self.samples(0, self.desc.split(": ")[-1], self.plan["seed"])
+            if isinstance(error, Interrupted):
+                raise Interrupted(
+                    f"sample: interrupted after about {self.iterations:,} iterations per chain (plus the piece that "
+                    f"was running). Every draw kept so far is on this exception, on your scale: error.samples "
+                    f"({kept.n_chains} chains x {kept.n_kept:,} draws, thin {self.thin}, burn-in not removed). "
+                    f"sample() starts afresh when called again", self.iterations, kept,
+                ) from error
+            error.samples = kept
             raise
