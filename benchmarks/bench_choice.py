@@ -27,14 +27,17 @@ Posteriors:
             prior N(0, 10^2)), n = 50 of 569; reference: TFP NUTS on the full data, cached in
             benchmarks/data/breast_cancer_nuts.json (``--refresh-reference`` recomputes it)
   covtype   logistic regression on synthetic_covertype (d = 55, Laplace(0, 1) prior), n = 500;
-            N = 581,012 (``--quick``: 50,000); reference: the Laplace approximation at the mode
+            N = 50,000 (``--covtype-rows``); reference: a long whitened SGLD-CV run, cached in
+            benchmarks/data/covtype50k_reference.json (other N: the floored Laplace approximation)
   hier      README's "parameters on different scales" hierarchical normal (mu, theta[20]), n = 500 of
             10,000 (exact: a Gaussian posterior)
 And on linreg the stepsize multiples (1x, 3x, 10x the check's) for sgldcv and (1x, 2x, 3x) for
 sgldcv_white: cost to target and sd ratio.
 
 Usage: python benchmarks/bench_choice.py [--quick] [--posteriors gauss,linreg,...]
-       [--candidates ...] [--cap ITERS] [--json out.json]
+       [--candidates ...] [--cap ITERS] [--osgld-cap ITERS] [--floor REL] [--json out.json]
+  --quick: cap 20,000 iterations (default 100,000). RESULTS.md: --cap 50000 (--osgld-cap 10000
+  for gauss, hier, covtype).
 """
 
 from __future__ import annotations
