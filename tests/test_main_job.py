@@ -1,8 +1,9 @@
-"""The README's main job (SGLD-CV logistic regression) on generated data with known
-coefficients: its test log-loss must be that of the true model, and the quick run (four chains
-from dispersed starts) must flag every coefficient that has not mixed."""
+"""The main job (``python3 tasks.py demo``: ``sgmcmc.sample`` on a covertype-shaped logistic
+regression) finishes without a warning, with every coefficient converged, and its predictions
+are the true model's (issue 43.4)."""
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,29 +20,21 @@ def main_job():
     return module
 
 
-def test_main_job_matches_the_true_model(main_job, tmp_path):
-    out = main_job.main(["--iters", "1000", "--iters-opt", "2000", "--synthetic", "--chains", "1", "--out", str(tmp_path)])
-    assert Path(out["figure"]).is_file()
-    # 571,012 training rows pin 55 coefficients to ~1e-3, so the posterior predictive's
-    # log-loss is the true model's up to test-set noise of the same order.
-    assert out["log_loss"] < np.log(2.0) - 0.1
-    assert abs(out["log_loss"] - out["true_log_loss"]) < 0.005, out
-
-
-def test_quick_run_flags_coefficients_that_have_not_mixed(main_job, tmp_path, capsys):
-    out = main_job.main(["--quick", "--out", str(tmp_path)])
+def test_quick_main_job_converges_without_a_warning(main_job, tmp_path, capsys):
+    """50,000 generated rows (40,000 to train), 55 coefficients, nothing tuned by hand: every
+    coefficient reaches bulk and tail ESS >= 400 and R-hat <= 1.01, no warning of any kind is
+    raised, and the posterior's test log-loss is the true coefficients' within 0.01 (seed 1:
+    0.4633 against 0.4624; the prior-mean predictor's is 0.693). Round 4's hand-set SGLD-CV
+    left 55 of 55 unmixed here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        out = main_job.main(["--quick", "--out", str(tmp_path)])
     assert Path(out["figure"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = out["summary"]
     assert list(table.index[:3]) == ["bias", "beta[0]", "beta[1]"] and len(table) == 55
-    assert list(table.columns) == ["mean", "sd", "5%", "95%", "mcse_mean", "ess_bulk", "ess_tail", "r_hat"]
-    assert np.all(np.isfinite(table["r_hat"]))  # four chains: R-hat is defined
-    # Vehtari et al. (2021): R-hat > 1.01 or bulk ESS < 400 is "not mixed"
-    expected = [name for name, row in table.iterrows() if row["r_hat"] > 1.01 or row["ess_bulk"] < 400]
-    assert out["not_mixed"] == expected
-    assert sorted(out["flagged_in_figure"]) == sorted(expected)  # every one of them is drawn flagged
-    # 1,100 iterations from N(0, 1) starts have not mixed: the intercept and the one-hot blocks
-    # (identified only through the prior) are far from it (R-hat 2-4 in the quick run).
-    assert {"bias", "beta[10]", "beta[20]"} <= set(expected)
-    assert table.loc["bias", "r_hat"] > 1.5
+    assert out["report"].converged and out["not_mixed"] == [] and out["flagged_in_figure"] == []
+    assert (table["r_hat"] <= 1.01).all() and (table[["ess_bulk", "ess_tail"]] >= 400).all().all()
+    assert abs(out["log_loss"] - out["true_log_loss"]) < 0.01, out
     printed = capsys.readouterr().out
-    assert "r_hat" in printed and "ess_bulk" in printed and "not mixed" in printed
+    assert "r_hat" in printed and "every one of the 55 components" in printed

@@ -6,16 +6,14 @@ Nothing here is needed to use ``sgmcmc``; it only keeps the vignettes short.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TensorFlow's start-up chatter
-
-import matplotlib
+import sgmcmc  # noqa: F401, E402 -- first: it imports TensorFlow without its start-up lines (sgmcmc/_quiet.py)
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

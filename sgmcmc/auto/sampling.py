@@ -236,8 +236,9 @@ def sample(
         sampler, stepsize = whitened_sampler(whitened, phi_starts)
         kappa, scaled_kappa = laplace.condition_number, laplace.scaled_condition_number
         why = (f"d = {d} ≤ {DENSE_MAX}: the Hessian at the mode is taken whole and the chain moves its whitened "
-               f"parameters, so every direction mixes alike (κ {kappa:.3g}; {scaled_kappa:.3g} after one stepsize per "
-               f"element, which per-parameter stepsizes could not remove)")
+               f"parameters, so every direction mixes alike (κ {kappa:.3g}" + (
+                   f"; {scaled_kappa:.3g} after one stepsize per element, which per-parameter stepsizes could not "
+                   f"remove)" if scaled_kappa >= 10 else ")"))
         if laplace.probed:
             why += f"; {laplace.probed} flat direction(s) of the Hessian measured along a line"
         preconditioner, to_user = "dense", whitened.to_user
@@ -498,15 +499,16 @@ class _Rounds:
             return sample_chain(self.sampler, n, verbose=False, thin=self.thin)
         except (Interrupted, DivergenceError, SamplingError) as error:
             partial = getattr(error, "samples", None)
+            done = self.iterations
             if isinstance(partial, Samples) and partial.n_kept:
                 self._keep(partial, self.iterations, partial.n_kept * self.thin)
+                done += partial.n_kept * self.thin
             kept = self.samples(0, self.desc.split(": ")[-1], self.plan["seed"])
             if isinstance(error, Interrupted):
                 raise Interrupted(
-                    f"sample: interrupted after about {self.iterations:,} iterations per chain (plus the piece that "
-                    f"was running). Every draw kept so far is on this exception, on your scale: error.samples "
-                    f"({kept.n_chains} chains x {kept.n_kept:,} draws, thin {self.thin}, burn-in not removed). "
-                    f"sample() starts afresh when called again", self.iterations, kept,
+                    f"sample: interrupted after {done:,} sampling iterations per chain. Every draw kept so far is on "
+                    f"this exception, on your scale: error.samples ({kept.n_chains} chains x {kept.n_kept:,} draws, "
+                    f"thin {self.thin}, burn-in not removed). sample() starts afresh when called again", done, kept,
                 ) from error
             error.samples = kept
             raise
