@@ -7,6 +7,7 @@ seeds are recorded beside each test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -21,6 +22,7 @@ import tensorflow_probability as tfp
 import sgmcmc
 import sgmcmc.run.sampler
 from sgmcmc.auto import convergence, laplace
+from sgmcmc.auto.sampling import FIRST_ROUND as FIRST_ROUND_ITERATIONS
 from reference_importance import importance_moments, logistic_regression, newton_mode
 
 tfd = tfp.distributions
@@ -95,9 +97,11 @@ def _gaussian_mean(seed: int):
     return log_lik, {"x": x}, x.sum(0) / scale**2 / precision, precision**-0.5
 
 
-def test_conjugate_gaussian_and_same_seed_same_draws():
+def test_conjugate_gaussian_and_a_killed_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     """Three means, N = 4,000, prior N(0, 10²): exact posterior. Seeds 1-3: |error| ≤ 1.3 MCSE,
-    sd ratios 0.98-1.03. The same seed gives the same draws (a second run)."""
+    sd ratios 0.98-1.03. The same call with checkpoint_dir, interrupted in its second round and
+    called again, resumes from the last commit and returns the uninterrupted run's draws bit for
+    bit (checked to fail when the resume skips the restore of the sampler's state)."""
     log_lik, data, mean, sd = _gaussian_mean(0)
     prior = lambda p: tf.reduce_sum(tfd.Normal(0.0, 10.0).log_prob(p["mu"]))  # noqa: E731
     out = sgmcmc.sample(log_lik, data, {"mu": np.zeros(3)}, prior, seed=1, verbose=False)
@@ -105,8 +109,15 @@ def test_conjugate_gaussian_and_same_seed_same_draws():
     assert out.report.converged
     assert np.all(np.abs(table["mean"] - mean) < 4 * table["mcse_mean"])
     assert np.all(np.abs(table["sd"] / sd - 1) < 0.1)
-    again = sgmcmc.sample(log_lik, data, {"mu": np.zeros(3)}, prior, seed=1, verbose=False)
-    np.testing.assert_array_equal(again["mu"], out["mu"])
+    assert 1 <= out.report.iterations // FIRST_ROUND_ITERATIONS < 10  # several rounds: the resume is mid-run
+    directory = str(tmp_path / "run")
+    with pytest.raises(sgmcmc.Interrupted):
+        with _interrupt_at_iteration(monkeypatch, FIRST_ROUND_ITERATIONS + 500) as fired:  # in the second round
+            sgmcmc.sample(log_lik, data, {"mu": np.zeros(3)}, prior, seed=1, verbose=False, checkpoint_dir=directory)
+    assert fired and fired[0] > FIRST_ROUND_ITERATIONS
+    again = sgmcmc.sample(log_lik, data, {"mu": np.zeros(3)}, prior, seed=1, verbose=False, checkpoint_dir=directory)
+    np.testing.assert_array_equal(again["mu"], out["mu"])  # resumed: bit for bit the uninterrupted run
+    assert again.report.iterations == out.report.iterations
     restored = pickle.loads(pickle.dumps(out))
     assert restored.report.iterations == out.report.iterations and restored.summary().equals(table)
 
@@ -233,6 +244,24 @@ def test_constrained_rate_matches_the_gamma_posterior():
     assert np.all(out["rate"] > 0) and out.unconstrained["rate"].shape == out["rate"].shape
     assert abs(row["mean"] - shape / rate) < 4 * row["mcse_mean"]
     assert abs(row["sd"] / (np.sqrt(shape) / rate) - 1) < 0.1
+
+
+@contextlib.contextmanager
+def _interrupt_at_iteration(monkeypatch, n: int):
+    """SIGINT during the first compiled sampling call of a 4-chain sampler that starts at or after
+    iteration ``n`` of its chain."""
+    original = sgmcmc.run.sampler.Sampler.sample_groups
+    fired = []
+
+    def patched(self, *args, **kwargs):
+        if self.n_chains == 4 and self.iteration >= n and not fired:
+            fired.append(self.iteration)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", patched)
+        yield fired
 
 
 def test_ctrl_c_while_sampling_carries_every_draw_so_far(monkeypatch):

@@ -36,6 +36,8 @@ from ..analysis.samples import Samples
 from ..constraints import Constrained, check_constraints
 from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
 from ..stability import check_stepsize
+from ..run.checkpoints import fingerprint
+from .checkpoint import SampleCheckpoint
 from .convergence import Convergence, assess
 from .laplace import DENSE_MAX, Whitened, laplace_at, newton_polish
 from .report import AdaptedSamples, SampleReport, adapted
@@ -84,6 +86,7 @@ def sample(
     dtype: tf.DType = tf.float32,
     seed: int | None = None,
     verbose: bool = True,
+    checkpoint_dir: str | None = None,
 ) -> AdaptedSamples:
     r"""Sample the posterior without tuning: find the mode, take the curvature there, choose the
     sampler and its stepsize, and run the chains in rounds until every parameter element reaches
@@ -154,6 +157,13 @@ def sample(
     verbose
         Progress of the mode search and of the sampling (the worst ESS and R-hat so far), and the
         choice, on stderr.
+    checkpoint_dir
+        A directory that makes the run survive being killed: committed after the set-up and at
+        every round (the mode, the metric, the stepsize, the draws, the sampler's state); the
+        same call again resumes from the last commit, skipping the mode search, and returns what
+        an uninterrupted run with the same seed returns, bit for bit (``max_time`` aside). Needs
+        ``seed``; a directory written by a call with other arguments is refused, naming what
+        changed (:mod:`sgmcmc.auto.checkpoint`). Not yet for d > 1,000.
 
     Returns
     -------
@@ -184,14 +194,28 @@ def sample(
     start = checks.check_params(params, dtype)
     bijectors = check_constraints(constraints, list(start))
     constrained = Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype) if bijectors else None
+    store = None
+    if checkpoint_dir is not None:
+        if plan["seed_drawn"]:
+            raise ValueError("checkpoint_dir needs seed= (an int): a resumed run must continue the same chain")
+        settings = {k: plan[k] for k in ("target_ess", "max_rhat", "max_iters", "method", "batch", "choose_batch")}
+        store = SampleCheckpoint(checkpoint_dir, fingerprint(
+            "sample", settings, {k: v.shape for k, v in start.items()}, n_rows, n_chains,
+            {"seed": seed, "dtype": dtype.name, "constraints": sorted(bijectors)}, data=dataset,
+            functions={"log_lik": log_lik, "log_prior": log_prior}, starts=start,
+        ))
+    saved = store.plan() if store is not None and store.resumable else None
 
     # 1. checks and the mode (one chain of the CV sampler: its set-up checks, its mode search)
-    finder = sgldcv_setup(
-        log_lik, dataset, params, 1.0, None, log_prior, batch, N_ITERS_OPT, verbose, seed,
-        dtype=dtype, n_chains=1, constraints=constraints, check_stepsize=False,
-    )
-    init_sess(finder, verbose)
-    mode = {k: v.numpy() for k, v in finder.estimator.mode.items()}
+    if saved is None:
+        finder = sgldcv_setup(
+            log_lik, dataset, params, 1.0, None, log_prior, batch, N_ITERS_OPT, verbose, seed,
+            dtype=dtype, n_chains=1, constraints=constraints, check_stepsize=False,
+        )
+        init_sess(finder, verbose)
+        mode = {k: v.numpy() for k, v in finder.estimator.mode.items()}
+    else:  # resumed: the committed set-up
+        mode = {k[len("mode/"):]: v for k, v in saved.items() if k.startswith("mode/")}
     seconds = {"checks and mode": time.perf_counter() - started}
 
     # 2.-3. curvature, choice, stepsize
@@ -212,11 +236,18 @@ def sample(
         init_sess(sampler, verbose=False)
         return sampler
 
-    adapt = None
+    adapt = commit = None
     if d <= DENSE_MAX:
-        mode, hessian, passes = newton_polish(finder.one_chain_estimator, mode, seed)
-        laplace = laplace_at(finder.one_chain_estimator, mode, seed, hessian)
-        whitened = Whitened(laplace.mode, laplace.whitening, log_lik, log_prior, constrained, dtype)
+        if saved is None:
+            mode, hessian, _ = newton_polish(finder.one_chain_estimator, mode, seed)
+            laplace = laplace_at(finder.one_chain_estimator, mode, seed, hessian)
+            matrix, probed = laplace.whitening, laplace.probed
+            kappa, scaled_kappa = laplace.condition_number, laplace.scaled_condition_number
+        else:
+            matrix, probed = saved["matrix"], int(saved["probed"])
+            kappa, scaled_kappa = float(saved["kappa"]), float(saved["scaled_kappa"])
+            sizes["batch"] = int(saved["batch"])
+        whitened = Whitened(mode, matrix, log_lik, log_prior, constrained, dtype)
         origin = {Whitened.name: np.zeros(d)}
 
         def safe_stepsize(model: Whitened, rows: int | None) -> float:
@@ -224,8 +255,8 @@ def sample(
                                         distortion=distortion, per_parameter=False, warn=False, seed=seed, dtype=dtype,
                                         minibatch_size=rows).safe_stepsize)
 
-        if plan["choose_batch"]:
-            sizes["batch"], sizes["exact"] = balanced_batch(lambda rows: safe_stepsize(whitened, rows), batch, n_rows)
+        if plan["choose_batch"] and saved is None:
+            sizes["batch"], _ = balanced_batch(lambda rows: safe_stepsize(whitened, rows), batch, n_rows)
 
         def whitened_sampler(model: Whitened, phi_starts: np.ndarray):
             step = safe_stepsize(model, sizes["batch"])
@@ -233,19 +264,36 @@ def sample(
             return prepared(model.log_lik, model.log_prior, starts, step), step
 
         phi_starts = np.concatenate([np.zeros((1, d)), START_SPREAD * rng.standard_normal((n_chains - 1, d))])
-        sampler, stepsize = whitened_sampler(whitened, phi_starts)
-        kappa, scaled_kappa = laplace.condition_number, laplace.scaled_condition_number
+        if saved is None:
+            sampler, stepsize = whitened_sampler(whitened, phi_starts)
+        else:
+            stepsize = float(saved["stepsize"])
+            sampler = prepared(whitened.log_lik, whitened.log_prior, [{Whitened.name: p} for p in phi_starts], stepsize)
+            sampler.restore(store.state)
         why = (f"d = {d} ≤ {DENSE_MAX}: the Hessian at the mode is taken whole and the chain moves its whitened "
                f"parameters, so every direction mixes alike (κ {kappa:.3g}" + (
                    f"; {scaled_kappa:.3g} after one stepsize per element, which per-parameter stepsizes could not "
                    f"remove)" if scaled_kappa >= 10 else ")"))
-        if laplace.probed:
-            why += f"; {laplace.probed} flat direction(s) of the Hessian measured along a line"
+        if probed:
+            why += f"; {probed} flat direction(s) of the Hessian measured along a line"
         preconditioner, to_user = "dense", whitened.to_user
         state = {"model": whitened, "stepsize": stepsize}
 
         def to_xi(draws):
             return state["model"].to_unconstrained(draws[Whitened.name])
+
+        if store is not None:
+            def commit(rounds: "_Rounds", goal: int) -> None:
+                """A commit of the run (sgmcmc.auto.checkpoint) at the start of a round."""
+                arrays = {f"mode/{k}": v for k, v in mode.items()}
+                arrays.update(matrix=state["model"].matrix, stepsize=state["stepsize"], batch=sizes["batch"],
+                              kappa=kappa, scaled_kappa=scaled_kappa, probed=probed)
+                counters = {"iterations": rounds.iterations, "thin": rounds.thin, "warm_up": rounds.warm_up,
+                            "adaptations": rounds.adaptations, "goal": goal}
+                kept = bool(rounds.draws)
+                store.commit(arrays, counters, rounds.sampler, rounds.raw() if kept else None,
+                             np.concatenate(rounds.log_post, axis=1) if kept else None,
+                             np.concatenate(rounds.at) if kept else None)
 
         if name == "sgldcv":
             def adapt(conv: Convergence, rounds: "_Rounds"):
@@ -271,6 +319,9 @@ def sample(
                 state.update(model=model, stepsize=step)
                 return new_sampler
     else:
+        if store is not None:
+            raise ValueError(f"checkpoint_dir is not supported yet for d = {d} > {DENSE_MAX} (the per-parameter "
+                             f"path); run without it")
         sample_log_lik, sample_log_prior = (log_lik, log_prior) if constrained is None else constrained.wrap(log_lik, log_prior)
         check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name, distortion=distortion,
                                per_parameter=True, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
@@ -290,11 +341,13 @@ def sample(
 
     # 4.-5. rounds
     t = time.perf_counter()
-    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}", adapt)
+    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}", adapt, commit)
     if preconditioner == "dense":
         # about four kept draws per autocorrelation time of the Gaussian approximation (4/h): a
         # change of thinning compiles the sampling program anew (~1-3 s), so it is set once here
         rounds.thin = int(2 ** max(0, math.floor(math.log2(1.0 / stepsize))))
+    if saved is not None:
+        rounds.resume(store.manifest["rounds"], *store.draws())
     conv, stopped_by = rounds.run()
     if preconditioner == "dense":
         stepsize = state["stepsize"]
@@ -376,6 +429,7 @@ def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, ma
         max_iters = DEFAULT_MAX_ITERS if max_time is None else sys.maxsize
     return dict(
         dtype=dtype, seed=int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed),
+        seed_drawn=seed is None,
         n_rows=n_rows, batch=batch, choose_batch=minibatch_size is None, max_iters=int(max_iters), max_time=max_time, method=method,
         target_ess=float(target_ess), max_rhat=float(max_rhat),
     )
@@ -385,10 +439,11 @@ class _Rounds:
     """The sampling rounds of :func:`sample` and the draws they keep."""
 
     def __init__(self, sampler, to_xi: Callable, to_user: Callable, n_chains: int, plan: dict, started: float,
-                 verbose: bool, desc: str, adapt: Callable | None = None):
+                 verbose: bool, desc: str, adapt: Callable | None = None, commit: Callable | None = None):
         self.sampler, self.to_xi, self.to_user = sampler, to_xi, to_user
         self.n_chains, self.plan, self.started, self.verbose, self.desc = n_chains, plan, started, verbose, desc
-        self.adapt = adapt
+        self.adapt, self.commit = adapt, commit
+        self.goal: int | None = None
         self.iterations, self.thin = 0, 1
         #: Iterations per chain run before the last re-estimation of the metric (dropped).
         self.warm_up, self.adaptations = 0, 0
@@ -413,6 +468,12 @@ class _Rounds:
             self.draws = [{k: v[:, m] for k, v in d.items()} for d, m in zip(self.draws, keep)]
             self.log_post = [lp[:, m] for lp, m in zip(self.log_post, keep)]
             self.at = [a[m] for a, m in zip(self.at, keep)]
+
+    def resume(self, counters: dict, draws: list, log_post: list, at: list) -> None:
+        """Continue from a checkpoint's counters and draws (:mod:`sgmcmc.auto.checkpoint`)."""
+        self.iterations, self.thin, self.warm_up = counters["iterations"], counters["thin"], counters["warm_up"]
+        self.adaptations, self.goal = counters["adaptations"], counters["goal"]
+        self.draws, self.log_post, self.at = draws, log_post, at
 
     @property
     def kept(self) -> int:
@@ -452,9 +513,11 @@ class _Rounds:
         budget = plan["max_iters"]
         bar = tqdm(total=None if budget == sys.maxsize else budget, desc=self.desc, unit="it",
                    disable=not self.verbose, leave=False)
-        goal, piece = min(FIRST_ROUND, budget), 256
+        goal, piece = self.goal or min(FIRST_ROUND, budget), 256
         try:
             while True:
+                if self.commit is not None:
+                    self.commit(self, goal)
                 while self.iterations < goal and not self._out_of_time():
                     # whole thinning groups (a call ending mid-group compiles another program),
                     # in a few sizes (powers of two) whatever the rate
