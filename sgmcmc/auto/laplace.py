@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from ..constraints import Constrained
 from ..errors import ImproperPosteriorError
-from ..graph_options import package_call_options
+from ..graph_options import own_function, package_call_options
 from ..stability.check import RowSample
 from ..stability.curvature import NegativeHessian
 
@@ -221,7 +221,9 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
 
     log_lik, log_prior = estimator.log_lik, estimator.log_prior
 
-    @tf.function(autograph=False)
+    # own_function: a new tf.function per call of sample() (its model) without TensorFlow's
+    # "triggered retracing" notice from the fifth call in a process on (graph_options)
+    @own_function
     def lik_values(xs, block):
         return tf.map_fn(lambda x: log_lik(unflat(x), block), xs, fn_output_signature=dtype)
 
@@ -235,8 +237,7 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
             total += lik_values(xs, block).numpy().astype(np.float64)
         total *= sample.scale
         if log_prior is not None:
-            prior = tf.function(lambda xs: tf.map_fn(lambda x: log_prior(unflat(x)), xs, fn_output_signature=dtype),
-                                autograph=False)
+            prior = own_function(lambda xs: tf.map_fn(lambda x: log_prior(unflat(x)), xs, fn_output_signature=dtype))
             total += prior(xs).numpy().astype(np.float64)
     at_mode, total = total[-1], total[:-1]
     fall = (at_mode - total).reshape(directions.shape[1], 2, PROBE_STEPS)

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._quiet import trial_lines_filtered
+from ..graph_options import own_function
 from ..data.rows import take_rows
 from .data import SCAN_CHUNK_BYTES
 
@@ -403,7 +404,8 @@ def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_
         {k: tf.type_spec_from_value(v) for k, v in batch.items()},  # sparse or ragged entries too
     )
     try:
-        tf.function(call, autograph=False).get_concrete_function(*specs)
+        # own_function: no "triggered retracing" notice from the fifth sampler of a process on
+        own_function(call, autograph=False).get_concrete_function(*specs)
         return
     except tf.errors.OpError:
         return  # an op that fails when run: the eager evaluation above ran it
@@ -413,7 +415,7 @@ def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_
     level = logger.level
     logger.setLevel("ERROR")  # AutoGraph's "could not transform ... will run it as-is" warning
     try:
-        tf.function(call).get_concrete_function(*specs)
+        own_function(call, autograph=True).get_concrete_function(*specs)
         return  # AutoGraph converts it: the samplers will do the same
     except Exception as error:  # noqa: BLE001
         converted_error = error
