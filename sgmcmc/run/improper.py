@@ -163,10 +163,8 @@ class _Posterior:
     """The log posterior, its gradient and Hessian-vector products on flat float64 vectors: on
     the mode search's row subsample (its Hessian operator's rows and scale), or on all rows."""
 
-    def __init__(self, sampler, point: Mapping[str, Any]):
-        from .mode_search import _hessian
-
-        _, self.hess = _hessian(sampler)
+    def __init__(self, sampler, point: Mapping[str, Any], hess):
+        self.hess = hess
         self.sampler = sampler
         self.estimator = sampler.one_chain_estimator
         self.dtype = sampler.dtype
@@ -447,7 +445,7 @@ def _raise_if_confirmed(method: str, post: _Posterior, found: Ray | None, kind: 
     log("  the subsample's improper direction is proper on the full data")
 
 
-def check_proper(sampler, point: Mapping[str, Any] | None = None, *, verbose: bool = False) -> ProperCheck:
+def check_proper(sampler, hess, point: Mapping[str, Any] | None = None, *, verbose: bool = False) -> ProperCheck:
     r"""Refuse an improper posterior: raise :class:`~sgmcmc.ImproperPosteriorError` when the log
     posterior keeps rising, or stays flat, along a direction in which parameters run away
     (module docstring: the ray test, the runaway search, the flat direction, the cost).
@@ -456,7 +454,11 @@ def check_proper(sampler, point: Mapping[str, Any] | None = None, *, verbose: bo
     ----------
     sampler
         A control-variate sampler (:func:`sgmcmc.sgldcv_setup` and the other CV set-ups): its
-        model, its row subsample for the mode search's Hessian, its dtype.
+        model and its dtype.
+    hess
+        The mode search's :class:`~sgmcmc.stability.curvature.NegativeHessian` on its row
+        subsample (:func:`sgmcmc.run.mode_search._hessian`; handed down, so this module does not
+        import the mode search that calls it).
     point
         Where to start (name -> value, unconstrained); default the mode-search state (the end of
         the search after :func:`~sgmcmc.run.mode_search.find_mode_and_anchor`'s SGD and Newton
@@ -479,7 +481,7 @@ def check_proper(sampler, point: Mapping[str, Any] | None = None, *, verbose: bo
     if point is None:
         point = {k: v.read_value() for k, v in sampler.estimator.mode.items()}
     point = {k: np.asarray(v) for k, v in point.items()}
-    post = _Posterior(sampler, point)
+    post = _Posterior(sampler, point, hess)
     x0 = post.flat(point)
     method = getattr(sampler, "method", "sampler")
 

@@ -74,6 +74,7 @@ from ..errors import DivergenceError, ModeSearchError
 from ..graph_options import own_function, package_call_options
 from ..step.contract import BoundEstimator, Minibatches
 from ..step.dynamics.sgd import SGD
+from .improper import check_proper
 from .sampler import ChunkResult, Sampler, _finite_per_chain, _iteration_of
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
@@ -488,9 +489,7 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
     if settings.n_iters_opt:
         check = check_mode(sampler, {k: g.numpy() for k, g in anchor_grad.items()})
         anchor_grad, check, _ = polish_mode(sampler, anchor_grad, check, verbose)
-        from .improper import check_proper  # imported here: it imports this module
-
-        check_proper(sampler, verbose=verbose)
+        check_proper(sampler, _hessian(sampler)[1], verbose=verbose)
         report_mode(sampler, check, verbose)
     sampler.set_anchor(anchor_grad)
     check_before_sampling(sampler)  # before sampling: stepsize x curvature at the mode, with the noise
