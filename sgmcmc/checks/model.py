@@ -363,9 +363,9 @@ def _trial(log_lik, log_prior, dataset, params, dtype, check_model) -> None:
     if check_model:  # eager, like everything above: the mistakes they find are reported first
         _check_connected(log_lik, log_prior, batch, tensors)
         _check_additive(log_lik, dataset, params)
-    _check_traceable("log_lik", lambda p, data: log_lik(p, data), tensors, batch, log_lik)
+    _check_traceable("log_lik", log_lik, (tensors, batch))
     if log_prior is not None:
-        _check_traceable("log_prior", lambda p, data: log_prior(p), tensors, {}, log_prior)
+        _check_traceable("log_prior", log_prior, (tensors,))
 
 
 def _has_source(fn: Callable) -> bool:
@@ -389,8 +389,13 @@ def _user_line(error: BaseException) -> str:
     return f" at {frame.filename}, line {frame.lineno} (in {frame.name})"
 
 
-def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_fn: Callable) -> None:
-    """Trace ``call(params, batch)`` into a graph, as the samplers' compiled functions do, and
+#: (code, argument specs) of the functions found traceable: a second sampler of the same model
+#: (a reused compiled program, ``api/reuse.py``) traces nothing again.
+_TRACEABLE: set = set()
+
+
+def _check_traceable(what: str, user_fn: Callable, args: tuple) -> None:
+    """Trace ``user_fn(*args)`` into a graph, as the samplers' compiled functions do, and
     explain the failure the eager evaluation cannot see: Python control flow on a tensor.
 
     The samplers trace the user's functions without AutoGraph and convert them with AutoGraph
@@ -398,14 +403,17 @@ def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_
     trace (a few milliseconds, nothing run); only when it fails is the function traced again with
     AutoGraph — AutoGraph's own "could not transform" warning silenced — and, if that fails
     too, the sampler would fail the same way mid-set-up with ~60 lines of AutoGraph's traceback:
-    raised here instead as a ValueError saying what to change."""
-    specs = (
-        {k: tf.type_spec_from_value(v) for k, v in params.items()},
-        {k: tf.type_spec_from_value(v) for k, v in batch.items()},  # sparse or ragged entries too
-    )
+    raised here instead as a ValueError saying what to change. The user's function is traced
+    itself (not a lambda around it: AutoGraph converts a ``def`` it can read, and a wrapping
+    lambda made it fail on test_autograph's models). Done once per code and argument types."""
+    specs = tuple({k: tf.type_spec_from_value(v) for k, v in a.items()} for a in args)  # sparse/ragged too
+    key = (getattr(user_fn, "__code__", None) or id(user_fn), repr(specs))
+    if key in _TRACEABLE:
+        return
     try:
         # own_function: no "triggered retracing" notice from the fifth sampler of a process on
-        own_function(call, autograph=False).get_concrete_function(*specs)
+        own_function(user_fn, autograph=False).get_concrete_function(*specs)
+        _TRACEABLE.add(key)
         return
     except tf.errors.OpError:
         return  # an op that fails when run: the eager evaluation above ran it
@@ -415,7 +423,8 @@ def _check_traceable(what: str, call: Callable, params: dict, batch: dict, user_
     level = logger.level
     logger.setLevel("ERROR")  # AutoGraph's "could not transform ... will run it as-is" warning
     try:
-        own_function(call, autograph=True).get_concrete_function(*specs)
+        own_function(user_fn, autograph=True).get_concrete_function(*specs)
+        _TRACEABLE.add(key)
         return  # AutoGraph converts it: the samplers will do the same
     except Exception as error:  # noqa: BLE001
         converted_error = error
