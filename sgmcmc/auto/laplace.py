@@ -142,6 +142,17 @@ def unflatten(x: np.ndarray, like: Mapping[str, np.ndarray]) -> dict[str, np.nda
     return out
 
 
+def tensor_unflattener(like: Mapping[str, np.ndarray]) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
+    """The in-graph :func:`unflatten` of one point: a tensor ``[d]`` -> name -> ``like``'s shapes."""
+    slices, at = [], 0
+    for k, v in like.items():
+        shape = tuple(np.shape(v))
+        size = int(np.prod(shape))
+        slices.append((k, at, at + size, shape))
+        at += size
+    return lambda x: {k: tf.reshape(x[a:b], shape) for k, a, b, shape in slices}
+
+
 def dense_hessian(estimator, mode: Mapping[str, np.ndarray], seed: int, rows: int = HESSIAN_ROWS) -> np.ndarray:
     """A at ``mode``, one Hessian-vector product per element on a row subsample of at most
     ``rows`` rows scaled to N (all rows when N is that small), symmetrised.
@@ -210,14 +221,7 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
     # the mode itself last
     points = np.concatenate([(centre + offsets).reshape(-1, centre.size), centre[None]])
     dtype = tf.as_dtype(np.asarray(next(iter(mode.values()))).dtype)  # the model dtype
-    slices, at = [], 0
-    for k in names:
-        size = int(np.prod(np.shape(mode[k])))
-        slices.append((k, at, at + size, tuple(np.shape(mode[k]))))
-        at += size
-
-    def unflat(x):
-        return {k: tf.reshape(x[a:b], shape) for k, a, b, shape in slices}
+    unflat = tensor_unflattener(mode)
 
     log_lik, log_prior = estimator.log_lik, estimator.log_prior
 
@@ -368,13 +372,7 @@ class Whitened:
         self._centre = flatten(self.mode, names)
         self._mode = tf.constant(self._centre, dtype)
         self._matrix = tf.constant(self.matrix, dtype)
-        self._slices = []
-        at = 0
-        for k in names:
-            shape = tuple(np.shape(self.mode[k]))
-            size = int(np.prod(shape))
-            self._slices.append((k, at, at + size, shape))
-            at += size
+        self._unflat = tensor_unflattener(self.mode)
 
     def with_matrix(self, matrix: np.ndarray) -> "Whitened":
         """The same model and centre with another M."""
@@ -386,8 +384,7 @@ class Whitened:
 
     def xi(self, phi: tf.Tensor) -> dict[str, tf.Tensor]:
         """One chain's unconstrained values at ``phi`` ``[d]``."""
-        flat = self._mode + tf.linalg.matvec(self._matrix, phi)
-        return {k: tf.reshape(flat[a:b], shape) for k, a, b, shape in self._slices}
+        return self._unflat(self._mode + tf.linalg.matvec(self._matrix, phi))
 
     def log_lik(self, params, dataset):
         return self._log_lik(self.xi(params[self.name]), dataset)

@@ -141,8 +141,4 @@ def _rebuild_adapted(draws: dict, state: dict) -> "AdaptedSamples":
 
 def adapted(samples: Samples, report: SampleReport | None) -> AdaptedSamples:
     """``samples`` as :class:`AdaptedSamples` carrying ``report``."""
-    out = AdaptedSamples.__new__(AdaptedSamples)
-    dict.update(out, samples)
-    out.__dict__.update(samples.__dict__)
-    out.report = report
-    return out
+    return _rebuild_adapted(dict(samples), {**samples.__dict__, "report": report})
