@@ -34,6 +34,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -261,8 +262,10 @@ def main(scenario: str, out: str) -> None:
             outcome = {
                 "error": type(error).__name__, "message": str(error), "n_kept": int(error.samples.n_kept),
                 "finite": bool(np.all(np.isfinite(error.samples["mu"]))),
-                "seconds_after_kill": time.time() - killed_at[0],
+                "seconds_after_kill": time.time() - killed_at[0] if killed_at else None,
             }
+        except Exception as error:  # recorded for the test's message, not swallowed silently
+            outcome = {"error": type(error).__name__, "message": traceback.format_exc()}
         with open(path("kill") + ".json", "w") as f:
             json.dump(outcome, f)
     elif scenario == "setup_failure":
