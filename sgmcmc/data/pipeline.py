@@ -24,6 +24,7 @@ import concurrent.futures
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from .minibatch import MinibatchIndices
 from .rows import Rows, aligned_empty, as_tensor
@@ -121,3 +122,10 @@ class BlockFeed:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+def iteration_of(block: dict, i: tf.Tensor) -> dict:
+    """Iteration ``i`` of a block, inside the compiled program: ``rows`` name -> ``[D, K, n, …]``,
+    ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
+    a variable (the iteration counter) for each value of it, i.e. at every call."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, i), block)

@@ -70,12 +70,13 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from .chain import NO_SAMPLES_YET, _chunk_or_sampling_error, _Pacer, _progress, before_sampling
+from ..data.pipeline import iteration_of
 from ..errors import DivergenceError, ModeSearchError
 from ..graph_options import own_function, package_call_options
 from ..step.contract import BoundEstimator, Minibatches
 from ..step.dynamics.sgd import SGD
 from .improper import check_proper
-from .sampler import ChunkResult, Sampler, _finite_per_chain, _iteration_of
+from .sampler import ChunkResult, Sampler, _finite_per_chain
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
 
@@ -158,7 +159,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
             def step(i, params, last, done, diverged_at):
                 t = t0 + i + 1
                 sampler._opt_rng.begin(t)
-                minibatches = Minibatches(_iteration_of(block, i))
+                minibatches = Minibatches(iteration_of(block, i))
                 estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler._opt_rng, t)
                 new, _, est = kernel.one_step(params, {}, estimate, sampler._opt_rng, t)
                 finite = tf.reduce_all(_finite_per_chain(new, est.log_post))

@@ -52,7 +52,7 @@ from ..step.estimators.assemble import Estimators
 from ..distribute.placement import RowShard
 from ..graph_options import bound_once, own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
-from ..data.pipeline import BlockFeed, iterations_per_block
+from ..data.pipeline import BlockFeed, iteration_of, iterations_per_block
 from ..step.random import ChainRandom
 from ..data.rows import Rows
 
@@ -127,13 +127,6 @@ def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.T
     for p in params.values():
         total = total + tf.reduce_sum(tf.reshape(p, [tf.shape(p)[0], -1]), axis=1)
     return tf.math.is_finite(total)
-
-
-def _iteration_of(block: dict, i: tf.Tensor) -> dict:
-    """Iteration ``i`` of a block (:mod:`sgmcmc.data.pipeline`): ``rows`` name -> ``[D, K, n, …]``,
-    ``indices`` ``[D, K, n]``. A gather, not a slice: XLA compiles a slice whose start depends on
-    a variable (the iteration counter) for each value of it, i.e. at every call."""
-    return tf.nest.map_structure(lambda x: tf.gather(x, i), block)
 
 
 def _check_minibatches_taken(minibatches: Minibatches, batches: dict | None, method: str) -> None:
@@ -377,7 +370,7 @@ class Sampler:
 
         def body(i, state, prev, diverged_at, last):
             t = t0 + i + 1
-            new, est = self._step(state, t, _iteration_of(block, t - origin - 1))
+            new, est = self._step(state, t, iteration_of(block, t - origin - 1))
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
             return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
 
@@ -437,7 +430,7 @@ class Sampler:
 
         def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
             t = it0 + tf.cast(j, tf.int64) * thin + 1
-            new, est = self._step(state, t, _iteration_of(block, t - it0 - 1))
+            new, est = self._step(state, t, iteration_of(block, t - it0 - 1))
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
             diverged_at = tf.where(ok, diverged_at, t)
             prev, state = state, new
@@ -694,7 +687,7 @@ class Sampler:
             def estimate(block):
                 t = self._iteration.read_value() + 1
                 self._storage_rng.begin(t)
-                minibatch = Minibatches(_iteration_of(block, 0)).next()
+                minibatch = Minibatches(iteration_of(block, 0)).next()
                 return evaluate(self._read_params(), minibatch, self._storage_rng, t)
 
             self._estimate_for_storage = estimate
@@ -708,7 +701,7 @@ class Sampler:
         only if the new state and the log-posterior estimate are finite (so a divergence leaves
         the last finite state in place); returns whether it was."""
         t = self._iteration.read_value() + 1
-        state, est = self._step(self._read_state(), t, _iteration_of(block, offset))
+        state, est = self._step(self._read_state(), t, iteration_of(block, offset))
         finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
 
         def write() -> tf.Tensor:
