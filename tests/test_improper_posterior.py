@@ -138,3 +138,21 @@ def test_unidentified_sum_is_refused():
                       verbose=False, seed=3)
     assert sorted(info.value.parameters) == ["a", "b"]
     assert "not identified" in str(info.value)
+
+
+def laplace_prior(params):
+    return -tf.reduce_sum(tf.abs(params["beta"]))
+
+
+def test_kinked_mode_stops_the_runaway_search_early(breast_cancer, monkeypatch):
+    """A Laplace(0, 1) prior is proper but has no curvature, so the full test runs; at the mode
+    the log posterior has kinks (coefficients at 0), where the Newton decrement never falls below
+    CONVERGED. The search stops once it has stalled. Measured (seeds 1–3): 5, 5, 3 steps and no
+    error; with the stall rule off (broken variant, STALL_STEPS = 10**6, run): all 30 steps, so
+    the bound below fails."""
+    sampler = sgmcmc.sgldcv_setup(log_lik, breast_cancer, {"beta": np.zeros(31, np.float32)}, 1e-4,
+                                  log_prior=laplace_prior, verbose=False, seed=1)
+    sgmcmc.init_sess(sampler)  # proper: no ImproperPosteriorError
+    check = improper.check_proper(sampler, _hessian(sampler)[1])
+    assert check.tested and check.full_data_passes == 0
+    assert check.newton_steps <= 8, check

@@ -35,7 +35,15 @@ high as θ̂, so once the iterates have moved 64 sds (θ̂'s sds along the segme
 posterior rising, the superlevel set of θ̂ is unbounded — measured on the breast-cancer data, after
 4–8 steps (float32, seeds 1–6), the log posterior −37 at θ̂ and −15 … −20 at 64 sds. On a proper
 posterior the steps converge quadratically and the search stops when D is below
-:data:`CONVERGED` (a tenth of an sd), after 1–3 steps.
+:data:`CONVERGED` (a tenth of an sd), after 1–3 steps. Where the log posterior has a kink at
+its mode (a Laplace prior: its Hessian is 0 and its gradient flips sign at 0) D never falls:
+there the search also stops once it has stalled — :data:`STALL_STEPS` steps in a row each
+raising the log posterior by less than :data:`TOLERANCE` and moving less than one sd, every
+one of them after rays along the step and back to θ̂ that fell. A runaway direction does not
+stall: along it the rays rise, or the steps move many sds (the breast-cancer search moves
+2–16 sds a step). Measured on the main job's quick data (40,000 rows, d = 55, Laplace(0, 1)
+prior): after step 5 every step gained 0.0–0.9 nats and moved < 0.1 sd while D stayed at
+13–35 sds; the search ran all 23 steps, 13.4 s of an 18.4 s ``init_sess``, before this rule.
 
 **The flat direction** (:func:`flat_direction`). A direction the likelihood does not see has no
 gradient and no curvature, so Newton steps never move along it: the smallest Ritz vector of A at
@@ -88,6 +96,8 @@ RUNAWAY_STEPS = 30
 CG_ITERS = 60
 #: The runaway search stops (a mode is near) when the Newton decrement D is below this (in sds).
 CONVERGED = 0.1
+#: ... or when this many steps in a row each rose by less than TOLERANCE and moved less than an sd.
+STALL_STEPS = 3
 #: A ray is evaluated at s₀·2^j, j = 0 … this many (s₀ its Gaussian sd).
 RAY_DOUBLINGS = 6
 #: A ray counts as falling when the log posterior has dropped by log(s/s₀) plus this many nats
@@ -359,7 +369,7 @@ def runaway(post: _Posterior, x0: np.ndarray, floor: float, eps: float,
     tuple[Ray | None, int]
     """
     x, (f, g) = x0, post.value_grad(x0)
-    f0, d0, steps = f, None, 0
+    f0, d0, steps, stalled = f, None, 0, 0
     for steps in range(1, RUNAWAY_STEPS + 1):
         step, d2 = _newton_step(post, x, g)
         d = float(np.sqrt(d2))
@@ -392,6 +402,7 @@ def runaway(post: _Posterior, x0: np.ndarray, floor: float, eps: float,
             t *= 0.5
         if not f_best > f:
             break
+        stalled = stalled + 1 if f_best - f < TOLERANCE and s_best < sd else 0
         x = x + s_best * u
         f, g = post.value_grad(x)
         # the ray from the start through the new point (on a concave log posterior the segment
@@ -402,6 +413,9 @@ def runaway(post: _Posterior, x0: np.ndarray, floor: float, eps: float,
         if back.improper:
             log(f"  the log posterior from the start through step {steps}'s end does not fall")
             return back, steps
+        if stalled >= STALL_STEPS:  # a kinked mode (module docstring)
+            log(f"  stalled: {STALL_STEPS} steps each rose by < {TOLERANCE} nat and moved < 1 sd")
+            break
     return None, steps
 
 
