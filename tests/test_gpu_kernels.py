@@ -3,11 +3,12 @@ of a model with a gather has a GPU kernel registered in the installed TensorFlow
 would run on a GPU without host round trips.
 
 The model is the MNIST BNN's regime (softmax regression with integer labels through
-``tf.gather``, n = 500 of N = 55,000 rows), two chains in graph mode: the subset sampler is the
-first n distinct of M draws (``Unique``, ``DenseBincount``, ``Cumsum``, all with GPU kernels).
-With ``tf.random.experimental.index_shuffle`` as the sampler (as two rounds ago) the test fails:
-``RandomIndexShuffle`` has a CPU kernel only. XLA mode is compiled by XLA for the device, so its
-ops are not in this registry.
+``tf.gather``, n = 500 of N = 55,000 rows), two chains in graph mode. The minibatch indices are
+drawn and their rows gathered on the host (:mod:`sgmcmc.data.pipeline`); the compiled graphs read
+each iteration's slice of the block (``GatherV2``), run the model and draw the noise (stateless
+Philox). An op with a CPU kernel only (e.g. ``RandomIndexShuffle``, the in-graph subset sampler
+of earlier rounds) makes the test fail. XLA mode is compiled by XLA for the device, so its ops
+are not in this registry.
 """
 
 from __future__ import annotations

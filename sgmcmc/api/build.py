@@ -2,8 +2,10 @@
 data or the model, in one pass, before anything is compiled.
 
 ``log_lik`` travels from the public function in :class:`~sgmcmc.api.options.Model` to
-:func:`build_sampler`, which hands it to the Sampler; the Sampler's estimator
-(:class:`~sgmcmc.step.estimators.plain.MinibatchGradient`) calls it under a gradient tape.
+:func:`build_sampler`, which hands it to
+:func:`~sgmcmc.step.estimators.assemble.assemble_estimators`; the estimators made there
+(:class:`~sgmcmc.step.estimators.plain.MinibatchGradient`) call it under a gradient tape, and the
+Sampler receives the estimators, not the model.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ class Sampler:
         self.n_rows = int(next(iter(dataset.values())).shape[0])
         self.control_variate = control_variate
         self.settings = dict(settings or {})
-        self.constraints = constraints  # starts and functions are already unconstrained (_build)
+        self.constraints = constraints  # starts and functions are already unconstrained (api.build)
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
         self._starts = starts
         self._mode_start = starts[0] if mode_start is None else mode_start
