@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _common import density_contours, limits, mmd, parse_args, savefig, timed  # first: selects the Agg backend
+from _common import density_contours, kde_grid, limits, mmd, parse_args, savefig, timed  # first: selects the Agg backend
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -163,9 +163,12 @@ def part_b(quick: bool, out: Path) -> dict:
 
     # Thesis Fig. 4.6.1: each method's theta_1 (colour) over the reference's (black).
     lims = limits(reference, *samples.values())
+    # the reference's density once for the six panels (density_contours would redo it per panel)
+    ref_x, ref_y, ref_dens = kde_grid(reference, lims)
+    ref_levels = np.linspace(0, ref_dens.max(), 9)[1:]
     fig, axes = plt.subplots(2, 3, figsize=(12, 7.5), sharex=True, sharey=True)
     for ax, (method, theta1) in zip(axes.flat, samples.items()):
-        density_contours(ax, reference, lims, filled=False, colors="k", linewidths=0.8)
+        ax.contour(ref_x, ref_y, ref_dens, levels=ref_levels, colors="k", linewidths=0.8)
         density_contours(ax, theta1, lims, filled=False, cmap="autumn", linewidths=1.3)
         ax.set_title(f"{method}  (MMD$^2$ = {table[method]['mmd2']:.3f})")
     for ax in axes[1]:
