@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The project's commands, needing nothing but Python 3.10+ and pip:
 
-    python3 tasks.py demo   # the main job: SGLD-CV logistic regression, summary + plot
+    python3 tasks.py demo   # the main job: sgmcmc.sample on a logistic regression, summary + plot
     python3 tasks.py test   # the test suite
     python3 tasks.py vignette NAME [--quick]   # vignettes/NAME.py (e.g. mv_gauss, main_job)
 
