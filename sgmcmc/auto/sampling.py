@@ -163,7 +163,7 @@ def sample(
         same call again resumes from the last commit, skipping the mode search, and returns what
         an uninterrupted run with the same seed returns, bit for bit (``max_time`` aside). Needs
         ``seed``; a directory written by a call with other arguments is refused, naming what
-        changed (:mod:`sgmcmc.auto.checkpoint`). Not yet for d > 1,000.
+        changed (:mod:`sgmcmc.auto.checkpoint`).
 
     Returns
     -------
@@ -288,12 +288,7 @@ def sample(
                 arrays = {f"mode/{k}": v for k, v in mode.items()}
                 arrays.update(matrix=state["model"].matrix, stepsize=state["stepsize"], batch=sizes["batch"],
                               kappa=kappa, scaled_kappa=scaled_kappa, probed=probed)
-                counters = {"iterations": rounds.iterations, "thin": rounds.thin, "warm_up": rounds.warm_up,
-                            "adaptations": rounds.adaptations, "goal": goal}
-                kept = bool(rounds.draws)
-                store.commit(arrays, counters, rounds.sampler, rounds.raw() if kept else None,
-                             np.concatenate(rounds.log_post, axis=1) if kept else None,
-                             np.concatenate(rounds.at) if kept else None)
+                _commit(store, arrays, rounds, goal)
 
         if name == "sgldcv":
             def adapt(conv: Convergence, rounds: "_Rounds"):
@@ -319,15 +314,28 @@ def sample(
                 state.update(model=model, stepsize=step)
                 return new_sampler
     else:
-        if store is not None:
-            raise ValueError(f"checkpoint_dir is not supported yet for d = {d} > {DENSE_MAX} (the per-parameter "
-                             f"path); run without it")
         sample_log_lik, sample_log_prior = (log_lik, log_prior) if constrained is None else constrained.wrap(log_lik, log_prior)
-        check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name, distortion=distortion,
-                               per_parameter=True, warn=False, seed=seed, dtype=dtype, minibatch_size=batch)
-        stepsize = check.safe_stepsize if check.safe_stepsize_per_parameter is None else check.safe_stepsize_per_parameter
-        stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
+        if saved is None:
+            check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name,
+                                   distortion=distortion, per_parameter=True, warn=False, seed=seed, dtype=dtype,
+                                   minibatch_size=batch)
+            stepsize = check.safe_stepsize if check.safe_stepsize_per_parameter is None else check.safe_stepsize_per_parameter
+            stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
+        else:  # resumed: the committed stepsize(s), one per parameter or one for all
+            per_parameter = {k[len("stepsize/"):]: float(v) for k, v in saved.items() if k.startswith("stepsize/")}
+            stepsize = per_parameter or float(saved["stepsize"])
         sampler = prepared(sample_log_lik, sample_log_prior, mode, stepsize)
+        if saved is not None:
+            sampler.restore(store.state)
+        if store is not None:
+            def commit(rounds: "_Rounds", goal: int) -> None:
+                """A commit of the run (sgmcmc.auto.checkpoint) at the start of a round."""
+                arrays = {f"mode/{k}": v for k, v in mode.items()}
+                if isinstance(stepsize, dict):
+                    arrays.update({f"stepsize/{k}": v for k, v in stepsize.items()})
+                else:
+                    arrays["stepsize"] = stepsize
+                _commit(store, arrays, rounds, goal)
         kappa = scaled_kappa = float("nan")
         why = (f"d = {d} > {DENSE_MAX}: a dense Hessian would cost {d} products; one stepsize per parameter from the "
                f"stability check instead (the chains start at the mode)")
@@ -433,6 +441,16 @@ def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, ma
         n_rows=n_rows, batch=batch, choose_batch=minibatch_size is None, max_iters=int(max_iters), max_time=max_time, method=method,
         target_ess=float(target_ess), max_rhat=float(max_rhat),
     )
+
+
+def _commit(store: SampleCheckpoint, plan: dict[str, Any], rounds: "_Rounds", goal: int) -> None:
+    """Commit the run's set-up ``plan`` with the rounds' counters, sampler state and draws so far."""
+    counters = {"iterations": rounds.iterations, "thin": rounds.thin, "warm_up": rounds.warm_up,
+                "adaptations": rounds.adaptations, "goal": goal}
+    kept = bool(rounds.draws)
+    store.commit(plan, counters, rounds.sampler, rounds.raw() if kept else None,
+                 np.concatenate(rounds.log_post, axis=1) if kept else None,
+                 np.concatenate(rounds.at) if kept else None)
 
 
 class _Rounds:
