@@ -105,7 +105,7 @@ def test_restore_of_a_checkpoint_without_its_seed_keeps_the_setup_seed(tmp_path,
     """A checkpoint written before the seed was saved restores as before (same seed: exact)."""
     sampler, path, _ = saved("sgld")
     sampler.restore(str(path))
-    sampler._checkpoint(with_seed=False).write(str(tmp_path / "sampler"))
+    sampler.state_checkpoint(with_seed=False).write(str(tmp_path / "sampler"))
     first = sgmcmc.sample_chain(sampler, 40, verbose=False)
     other = sgmcmc.sgld_setup(log_lik, DATA, {"m": 0.0}, **SMALL, **SETTINGS["sgld"])
     other.restore(str(tmp_path))

@@ -48,7 +48,7 @@ def init_sess(sampler: Sampler, verbose: bool | None = None) -> Session:
 def _check(sampler: Sampler, sess: Session) -> None:
     if not isinstance(sampler, Sampler):
         raise TypeError(f"expected a sampler made by a *_setup function, got {type(sampler).__name__}")
-    sampler._require_initialised()
+    sampler.require_initialised()
     if not isinstance(sess, Session) or sess.sampler is not sampler:
         raise ValueError("sess does not belong to this sampler: pass the handle init_sess(sampler) returned")
 

@@ -475,7 +475,7 @@ class CheckpointDirectory:
             _replace_atomically(os.path.join(self.directory, name), lambda p: _savez(p, shard))
             shards.append(name)
         state = f"state_{index:05d}"
-        sampler._checkpoint().write(os.path.join(self.directory, state))
+        sampler.state_checkpoint().write(os.path.join(self.directory, state))
         manifest = {
             "format": FORMAT,
             "fingerprint": fingerprint_text,

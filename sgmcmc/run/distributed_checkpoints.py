@@ -116,7 +116,7 @@ def combined_fingerprint(collective: Collective, own: str) -> str:
 def state_digest(sampler) -> bytes:
     """A digest of every variable in the sampler's checkpoint (what a resume restores)."""
     h = hashlib.blake2b(digest_size=16)
-    checkpoint = sampler._checkpoint()  # held: the view keeps only a weak reference
+    checkpoint = sampler.state_checkpoint()  # held: the view keeps only a weak reference
     for item in tf.train.TrackableView(checkpoint).descendants():
         if isinstance(item, tf.Variable):
             h.update(np.ascontiguousarray(item.numpy()).tobytes())

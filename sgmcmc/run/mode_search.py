@@ -147,7 +147,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
     """``n`` more steps of the SGD mode search (one chain, from the first start, its own
     minibatch stream and counter), through the sampler's block loop; returns the last
     log-posterior estimate and the search step at which it diverged (0: none)."""
-    if sampler._run_opt_chunk is None:
+    if sampler.mode_search.program is None:
         kernel = SGD(sampler.control_variate.opt_stepsize)
         mode = sampler.estimator.mode
 
@@ -158,10 +158,10 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
 
             def step(i, params, last, done, diverged_at):
                 t = t0 + i + 1
-                sampler._opt_rng.begin(t)
+                sampler.mode_search.rng.begin(t)
                 minibatches = Minibatches(iteration_of(block, i))
-                estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler._opt_rng, t)
-                new, _, est = kernel.one_step(params, {}, estimate, sampler._opt_rng, t)
+                estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler.mode_search.rng, t)
+                new, _, est = kernel.one_step(params, {}, estimate, sampler.mode_search.rng, t)
                 finite = tf.reduce_all(_finite_per_chain(new, est.log_post))
                 return (i + 1, *tf.cond(
                     finite,
@@ -183,18 +183,18 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
                 v.assign(params[k][0])
             return done, diverged_at, last
 
-        sampler._run_opt_chunk = run_opt_chunk
+        sampler.mode_search.program = run_opt_chunk
 
     def call(m: int, block) -> tuple:
         with package_call_options():
-            done, diverged_at, last = sampler._run_opt_chunk(
-                tf.constant(m, tf.int64), tf.constant(sampler._opt_iteration, tf.int64), block
+            done, diverged_at, last = sampler.mode_search.program(
+                tf.constant(m, tf.int64), tf.constant(sampler.mode_search.iteration, tf.int64), block
             )
-        sampler._opt_iteration += int(done)
+        sampler.mode_search.iteration += int(done)
         return int(done), int(diverged_at), last.numpy()
 
-    feed = sampler._feed("mode")
-    results = sampler._run_blocks(n, feed, feed.capacity, call, start=sampler._opt_iteration)
+    feed = sampler.feed("mode")
+    results = sampler.run_blocks(n, feed, feed.capacity, call, start=sampler.mode_search.iteration)
     done = sum(r[0] for r in results)
     return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
 

@@ -140,6 +140,17 @@ def _check_minibatches_taken(minibatches: Minibatches, batches: dict | None, met
         )
 
 
+@dataclass
+class ModeSearchStream:
+    """What the control variate's SGD mode search (:mod:`sgmcmc.run.mode_search`) keeps between
+    its calls: its noise stream (one chain), the search steps taken so far, and its compiled
+    program (made on first use)."""
+
+    rng: ChainRandom
+    iteration: int = 0
+    program: Any = None
+
+
 class Sampler:
     """One or more SG-MCMC chains: what ``*_setup`` returns.
 
@@ -245,16 +256,15 @@ class Sampler:
         self._compiled_step = None  # the step API's call (_make_step)
         self._step_function = None  # the concrete function it runs
         self._functions: dict = {}
-        self._run_opt_chunk = None
-        self._opt_iteration = 0  # steps of the mode search so far
         self._estimate_for_storage = None
         self._held_step_block = None  # the step API's block: (feed, its calls then, first iteration, block)
 
     def _make_random_streams(self) -> None:
-        """The noise streams of :attr:`seed` (the minibatch streams are made from it by ``_feed``)."""
+        """The noise streams of :attr:`seed` (the minibatch streams are made from it by ``feed``)."""
         self.rng = ChainRandom(self.seed, CHAIN_STREAM, self.dtype, self.n_chains, self.chain_ids)
         self._storage_rng = ChainRandom(self.seed, STORAGE_STREAM, self.dtype, self.n_chains, self.chain_ids)
-        self._opt_rng = ChainRandom(self.seed, MODE_SEARCH_STREAM, self.dtype, 1)
+        #: The CV mode search's own stream, counter and program (:mod:`sgmcmc.run.mode_search`).
+        self.mode_search = ModeSearchStream(ChainRandom(self.seed, MODE_SEARCH_STREAM, self.dtype, 1))
 
     def _adopt_seed(self, seed: int) -> None:
         """Continue the streams of ``seed`` (a restored state's, or a reused sampler's new one):
@@ -264,7 +274,7 @@ class Sampler:
         if seed == self.seed:
             return
         self.seed = int(seed)
-        for rng in (self.rng, self._storage_rng, self._opt_rng):
+        for rng in (self.rng, self._storage_rng, self.mode_search.rng):
             rng.reseed(self.seed)
         for feed in self._feeds.values():
             feed.close()
@@ -510,7 +520,7 @@ class Sampler:
             return None
         return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // self.bytes_per_kept(store_gradients)))
 
-    def _feed(self, kind: str = "chain", capacity: int | None = None) -> BlockFeed:
+    def feed(self, kind: str = "chain", capacity: int | None = None) -> BlockFeed:
         """The block feed (:mod:`sgmcmc.data.pipeline`) of the chains' own minibatches (``"chain"``),
         of the storage stream (``"storage"``, one iteration) or of the mode search (``"mode"``,
         one chain); ``capacity`` overrides the iterations per block."""
@@ -535,10 +545,10 @@ class Sampler:
 
     def _sampling_feed(self, thin: int) -> BlockFeed:
         """The chains' feed for sampling calls: a block holds at least one group of ``thin``."""
-        feed = self._feed("chain")
-        return feed if thin <= feed.capacity else self._feed("chain", thin)
+        feed = self.feed("chain")
+        return feed if thin <= feed.capacity else self.feed("chain", thin)
 
-    def _run_blocks(self, n: int, feed: BlockFeed, per_call: int, call, start: int | None = None) -> list:
+    def run_blocks(self, n: int, feed: BlockFeed, per_call: int, call, start: int | None = None) -> list:
         """Run ``n`` iterations from ``start`` (default the chain's current iteration; the mode
         search passes its own counter) as calls of at most ``per_call`` iterations, each given its
         block (the next one gathered meanwhile); ``call(m, block)`` runs m of them and returns
@@ -560,21 +570,21 @@ class Sampler:
     def advance(self, n: int) -> ChunkResult:
         """``n`` iterations in compiled calls, nothing stored (burn-in, or up to the next thinning
         boundary)."""
-        self._require_initialised()
+        self.require_initialised()
         return self._advance(n, until_ready=False)
 
     def advance_until_ready(self, n: int) -> ChunkResult:
         """Like :meth:`advance`, but the compiled loop also stops after the iteration at which
         the kernel's ``ready(aux)`` (e.g. OSGLD's burn-in criterion) holds for every chain;
         ``done`` says how many iterations ran. The chain is the same as with :meth:`advance`."""
-        self._require_initialised()
+        self.require_initialised()
         if not hasattr(self.kernel, "ready"):
             raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
         return self._advance(n, until_ready=True)
 
     def _advance(self, n: int, until_ready: bool) -> ChunkResult:
         key = "advance_until_ready" if until_ready else "advance"
-        feed = self._feed("chain")
+        feed = self.feed("chain")
 
         def call(m, block):
             return self._call(
@@ -582,7 +592,7 @@ class Sampler:
                 tf.constant(m, tf.int64), block, tf.constant(0, tf.int64),
             )
 
-        results = self._run_blocks(n, feed, feed.capacity, call)
+        results = self.run_blocks(n, feed, feed.capacity, call)
         done = sum(int(r[0]) for r in results)
         return self._result({}, None, {}, results[-1][2], done, results[-1][1])
 
@@ -602,7 +612,7 @@ class Sampler:
     def _sample_groups(self, groups: int, thin: int, store_gradients: bool) -> ChunkResult:
         """:meth:`sample_groups`; also the put-back group of :meth:`estimate_for_storage`, which
         is no iteration of the chain (so not one of the chain's calls)."""
-        self._require_initialised()
+        self.require_initialised()
         capacity = self.max_groups_per_call(store_gradients)
         if capacity is not None and groups > capacity:
             raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
@@ -623,7 +633,7 @@ class Sampler:
             samples, log_posts, grads, last, done, diverged_at = out
             return done, diverged_at, last, m // thin, samples, log_posts, grads
 
-        results = self._run_blocks(groups * thin, feed, per_call * thin, call)
+        results = self.run_blocks(groups * thin, feed, per_call * thin, call)
         parts = [
             self._result(samples, log_posts, grads, last, done, diverged_at)
             for done, diverged_at, last, g, samples, log_posts, grads in results
@@ -691,7 +701,7 @@ class Sampler:
                 return evaluate(self._read_params(), minibatch, self._storage_rng, t)
 
             self._estimate_for_storage = estimate
-        block = self._feed("storage").block(self.iteration, 1)
+        block = self.feed("storage").block(self.iteration, 1)
         with package_call_options():
             est = self._estimate_for_storage(block)
         return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
@@ -749,7 +759,7 @@ class Sampler:
         call, not a gather and a block's conversion. The block is dropped when its feed served
         anyone else since (a whole-chain run reuses the feed's buffers) or the iteration left it
         (a restore, a reset)."""
-        feed, t = self._feed("chain"), self.iteration
+        feed, t = self.feed("chain"), self.iteration
         held = self._held_step_block
         if held is None or held[0] is not feed or held[1] != feed.calls or not held[2] <= t < held[2] + feed.capacity:
             block = feed.block(t, feed.capacity, prefetch=(t + feed.capacity, feed.capacity))
@@ -759,7 +769,7 @@ class Sampler:
     def step(self) -> None:
         """One iteration as one call of a compiled function (traced once), its minibatches
         read from a block gathered ahead (:meth:`_step_block`)."""
-        self._require_initialised()
+        self.require_initialised()
         if self._compiled_step is None:
             self._compiled_step = self._make_step()
         block, offset = self._step_block()
@@ -789,7 +799,7 @@ class Sampler:
     def reset(self) -> None:
         """Back to the starting values and iteration 0 (the draws are a function of the seed
         and the iteration, :mod:`sgmcmc.step.random`)."""
-        self._opt_iteration = 0
+        self.mode_search.iteration = 0
         for k, v in self.params.items():
             v.assign(self._user_layout(k, self._starts))
         if hasattr(self.estimator, "reset"):  # the CV mode; SVRG's anchor, SAGA's table (at the starts)
@@ -827,7 +837,7 @@ class Sampler:
                 v.assign(self._user_layout(k, [mode] * self.n_chains))
 
     # -- checkpoints (SPEC §10) -------------------------------------------------------------
-    def _checkpoint(self, with_seed: bool = True) -> tf.train.Checkpoint:
+    def state_checkpoint(self, with_seed: bool = True) -> tf.train.Checkpoint:
         """Everything the chain's future depends on: the seed, parameters, the kernel's auxiliary
         state (momenta, thermostats, preconditioners), the iteration counter (which, with the seed,
         fixes every draw),
@@ -858,10 +868,10 @@ class Sampler:
         """Write the whole state to ``directory`` (``tf.train.Checkpoint``); returns the path
         prefix. A later :meth:`restore` (in this or another process, on a sampler made by the same
         ``*_setup`` call) continues the chain exactly where it was."""
-        self._require_initialised()
+        self.require_initialised()
         os.makedirs(directory, exist_ok=True)
         self._seed_variable.assign(self.seed)
-        return self._checkpoint().write(os.path.join(directory, "sampler"))
+        return self.state_checkpoint().write(os.path.join(directory, "sampler"))
 
     def restore(self, directory_or_prefix: str) -> None:
         """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
@@ -875,12 +885,12 @@ class Sampler:
             prefix = os.path.join(prefix, "sampler")
         saved = {name for name, _ in tf.train.list_variables(prefix)}
         with_seed = "seed/.ATTRIBUTES/VARIABLE_VALUE" in saved
-        self._checkpoint(with_seed).read(prefix).assert_existing_objects_matched()
+        self.state_checkpoint(with_seed).read(prefix).assert_existing_objects_matched()
         if with_seed:
             self._adopt_seed(int(self._seed_variable.numpy()))
         self.initialised = True
 
-    def check_point(self) -> dict[str, tf.Tensor]:
+    def stepsize_check_point(self) -> dict[str, tf.Tensor]:
         """Where the stepsize check looks: the CV mode, else the first chain's current state."""
         if self.control_variate is not None:
             return {k: v.read_value() for k, v in self.estimator.mode.items()}
@@ -908,11 +918,11 @@ class Sampler:
 
     def get_params(self) -> dict[str, np.ndarray]:
         """The current state on the user's (constrained) scale, as numpy arrays."""
-        self._require_initialised()
+        self.require_initialised()
         values = {k: np.array(v.numpy()) for k, v in self.params.items()}
         return values if self.constraints is None else self.constraints.to_constrained(values)
 
-    def _require_initialised(self) -> None:
+    def require_initialised(self) -> None:
         if not self.initialised:
             raise NotInitialisedError(
                 f"this {self.method} sampler is not initialised: call sess = sgmcmc.init_sess(sampler) first"

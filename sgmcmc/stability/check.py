@@ -343,7 +343,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     values = {name: getattr(kernel, name) for name in type(kernel).hyperparameters}
     hyper = stability_model(method).distortion_hyperparameters(list(steps), values)
     if point is None:
-        point = sampler.check_point()
+        point = sampler.stepsize_check_point()
     point = {k: tf.convert_to_tensor(v) for k, v in point.items()}
     batch_size = plain.batch_size
     sample = RowSample.draw(plain, check_rows(batch_size), sampler.seed)
