@@ -465,20 +465,21 @@ def main() -> None:
             print(f"  {fmt_nuts(name, r)}", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(results, default=float, indent=1))
+    print_table(results, "sample", fmt_sample, ["posterior", "N", "elements", "max \\|Δmean\\|/ref sd", "sd/ref sd",
+                                                 "met", "seconds", "iterations/chain", "burn-in", "κ",
+                                                 "worst ESS / R-hat", "stopped_by"])
+    print_table(results, "nuts", fmt_nuts, ["posterior", "NUTS", "iterations", "leapfrogs/iter",
+                                            "max \\|Δmean\\|/ref sd", "sd/ref sd", "seconds", "min bulk ESS", "ESS/s"])
+
+
+def print_table(results: dict, key: str, fmt, columns: list[str]) -> None:
+    """A markdown table: one row per posterior that has a ``key`` result, formatted by ``fmt``."""
     print()
-    print("| posterior | N | elements | max \\|Δmean\\|/ref sd | sd/ref sd | met | seconds | iterations/chain | "
-          "burn-in | κ | worst ESS / R-hat | stopped_by |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for name, res in results.items():
-        if "sample" in res:
-            print(fmt_sample(name, res["sample"]))
-    print()
-    print("| posterior | NUTS | iterations | leapfrogs/iter | max \\|Δmean\\|/ref sd | sd/ref sd | seconds | min bulk ESS | "
-          "ESS/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, res in results.items():
-        if "nuts" in res:
-            print(fmt_nuts(name, res["nuts"]))
+        if key in res:
+            print(fmt(name, res[key]))
 
 
 if __name__ == "__main__":
