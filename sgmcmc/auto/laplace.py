@@ -42,7 +42,7 @@ import tensorflow as tf
 from ..constraints import Constrained
 from ..errors import ImproperPosteriorError
 from ..graph_options import own_function, package_call_options
-from ..stability.check import RowSample
+from ..stability.check import RowSample, flatten, unflatten
 from ..stability.curvature import NegativeHessian
 
 #: The Hessian is taken densely up to this many unconstrained elements (d products on the row
@@ -125,21 +125,6 @@ class Laplace:
         """The Laplace approximation's marginal sds of every unconstrained element, by name."""
         var = np.sum(self.whitening**2, axis=1)
         return unflatten(np.sqrt(var), self.mode)
-
-
-def flatten(values: Mapping[str, Any], names: list[str]) -> np.ndarray:
-    return np.concatenate([np.ravel(np.asarray(values[k], np.float64)) for k in names])
-
-
-def unflatten(x: np.ndarray, like: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``x`` ``[..., d]`` split into ``like``'s parameters (their shapes after the leading axes)."""
-    out, at = {}, 0
-    lead = x.shape[:-1]
-    for k, v in like.items():
-        size = int(np.prod(np.shape(v)))
-        out[k] = x[..., at:at + size].reshape(lead + np.shape(v))
-        at += size
-    return out
 
 
 def tensor_unflattener(like: Mapping[str, np.ndarray]) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:

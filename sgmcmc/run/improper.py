@@ -81,7 +81,7 @@ import tensorflow as tf
 
 from ..errors import ImproperPosteriorError
 from ..graph_options import package_call_options
-from ..stability.check import lanczos
+from ..stability.check import flatten, lanczos
 from ..step.estimators.plain import _VALUE, _value_gradient_program, value_and_grad
 
 #: The runaway search runs up to this many parameter elements. Above (networks), the search's end
@@ -188,7 +188,7 @@ class _Posterior:
         self.passes = 0
 
     def flat(self, tree: Mapping[str, Any]) -> np.ndarray:
-        return np.concatenate([np.ravel(np.asarray(tree[k], np.float64)) for k in self.names])
+        return flatten(tree, self.names)
 
     def tree(self, x: np.ndarray) -> dict[str, tf.Tensor]:
         parts = np.split(x, np.cumsum(self.sizes)[:-1])

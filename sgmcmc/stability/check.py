@@ -104,15 +104,18 @@ class Lanczos:
     calls: int
 
 
-def _flat(v: Arrays, names: list[str]) -> np.ndarray:
-    return np.concatenate([np.ravel(np.asarray(v[k], np.float64)) for k in names])
+def flatten(values: Mapping[str, Any], names: list[str]) -> np.ndarray:
+    """The parameters ``names`` of ``values`` as one float64 vector, in that order."""
+    return np.concatenate([np.ravel(np.asarray(values[k], np.float64)) for k in names])
 
 
-def _unflat(x: np.ndarray, like: Mapping[str, Any]) -> Arrays:
+def unflatten(x: np.ndarray, like: Mapping[str, Any]) -> Arrays:
+    """``x`` ``[..., d]`` split into ``like``'s parameters (their shapes after the leading axes)."""
     out, start = {}, 0
+    lead = x.shape[:-1]
     for k, v in like.items():
         size = int(np.prod(np.shape(v)))
-        out[k] = x[start : start + size].reshape(np.shape(v))
+        out[k] = x[..., start : start + size].reshape(lead + np.shape(v))
         start += size
     return out
 
@@ -137,7 +140,7 @@ def lanczos(operator: Callable[[Arrays], Arrays], like: Mapping[str, Any], max_i
     alphas, betas = [], []
     top_prev, calls = None, 0
     for _ in range(min(max_iters, len(q))):
-        w = _flat(operator(_unflat(basis[-1], like)), names)
+        w = flatten(operator(unflatten(basis[-1], like)), names)
         calls += 1
         alphas.append(float(basis[-1] @ w))
         stack = np.array(basis)
@@ -164,7 +167,7 @@ def lanczos(operator: Callable[[Arrays], Arrays], like: Mapping[str, Any], max_i
     values, small = np.linalg.eigh(tri)
     order = np.argsort(values)[::-1]
     stack = np.array(basis[:k])
-    return Lanczos(values[order], [_unflat(stack.T @ small[:, j], like) for j in order], calls)
+    return Lanczos(values[order], [unflatten(stack.T @ small[:, j], like) for j in order], calls)
 
 
 def lanczos_largest(operator, like, max_iters: int = LANCZOS_STEPS, tol: float = LANCZOS_TOL, seed: int = 0):
