@@ -130,18 +130,27 @@ def main(argv: list[str] | None = None) -> dict:
         return log_loss, tf.nn.softmax(bnn.forward(current, test["X"]))
 
     results = {}
+    mode = None  # found by the first control-variate sampler's search, handed to the others
     for method in args.methods:
         print(f"\n== {method} ==")
         steps = n_steps // 5 if method.startswith("sghmc") else n_steps
         burn_in = 0 if method.endswith("cv") else steps  # the mode search replaces the burn-in
         setup = getattr(sgmcmc, f"{method}_setup")  # sgmcmc.sgld_setup, ...
         kwargs = dict(log_prior=log_prior, minibatch_size=500, seed=1)
-        if method.endswith("cv"):
+        start = params
+        if method.endswith("cv") and mode is None:
             kwargs |= dict(opt_stepsize=3e-5, n_iters_opt=n_opt)
+        elif method.endswith("cv"):
+            # The search (SGD from the same start with the same stepsize, minibatches and seed) is
+            # the same for the three samplers and ends at the same point, bit for bit: R's package
+            # ran it three times; here it runs once and the others are anchored at its mode.
+            start, kwargs = mode, kwargs | dict(n_iters_opt=0)
 
         with timed(method):
-            sampler = setup(bnn.log_lik, dataset, params, STEPSIZES[method], **kwargs)
-            sess = sgmcmc.init_sess(sampler, verbose=False)  # for the cv samplers: the mode search
+            sampler = setup(bnn.log_lik, dataset, start, STEPSIZES[method], **kwargs)
+            sess = sgmcmc.init_sess(sampler, verbose=False)  # for the first cv sampler: the mode search
+            if method.endswith("cv") and mode is None:
+                mode = sgmcmc.get_params(sampler, sess)  # the chain starts at the mode
             trace = []  # (step, test log loss)
             mean_params = {name: np.zeros(np.shape(value)) for name, value in params.items()}
             mean_probs, n_probs = np.zeros((len(test_digits), 10)), 0
