@@ -377,6 +377,30 @@ def test_evaluate_against_hand_computed_numbers():
         sk.evaluate(np.array([[2.0, -1.0]]), [0])
 
 
+def test_agreement_and_total_variation_against_hand_computed_numbers():
+    """The NeurIPS 2021 BDL competition's metrics (SPEC §15), the evaluate test's four rows
+    against a reference q:
+    row  p                  q                  argmax p, q  ½Σ|p − q|
+    0    (0.7, 0.2, 0.1)    (0.5, 0.5, 0.0)    0, 0 (tie)   ½(.2+.3+.1) = .30
+    1    (0.1, 0.6, 0.3)    (0.1, 0.6, 0.3)    1, 1         0
+    2    (0.2, 0.3, 0.5)    (0.6, 0.3, 0.1)    2, 0         ½(.4+0+.4) = .40
+    3    (0.4, 0.4, 0.2)    (0.2, 0.2, 0.6)    0, 2         ½(.2+.2+.4) = .40
+    agreement 2/4, TV 1.1/4. Broken variants checked: TV without the ½ (0.55) and agreement
+    counting argmax ties as disagreement (0.25) fail."""
+    p = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.2, 0.3, 0.5], [0.4, 0.4, 0.2]])
+    q = np.array([[0.5, 0.5, 0.0], [0.1, 0.6, 0.3], [0.6, 0.3, 0.1], [0.2, 0.2, 0.6]])
+    assert sk.agreement(p, q) == pytest.approx(0.5, abs=1e-12)
+    assert sk.total_variation(p, q) == pytest.approx(1.1 / 4, abs=1e-12)
+    assert sk.agreement(p, p) == 1.0 and sk.total_variation(q, q) == 0.0
+    # two classes as P(y = 1): TV is |p − q| per row
+    assert sk.total_variation([0.9, 0.2], [0.6, 0.2]) == pytest.approx(0.15)
+    assert sk.agreement([0.9, 0.2], [0.4, 0.2]) == 0.5
+    with pytest.raises(ValueError, match="the same shape"):
+        sk.agreement(p, q[:3])
+    with pytest.raises(ValueError, match="ref_probs must be finite, non-negative and sum to 1"):
+        sk.total_variation(p, np.log(q + 1e-3))
+
+
 @pytest.mark.parametrize("arch", ["sequential", "functional", "subclassed"])
 def test_to_model_holds_the_draw(arch, tmp_path):
     """The clone's predictions are the one-draw ensemble; the original model is unchanged; the

@@ -12,15 +12,21 @@ import numpy as np
 MIN_PROBABILITY = 1e-12
 
 
-def _as_probs_and_labels(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``probs`` as (n, K) and ``y`` as integer labels (n,), or an error saying what is wrong."""
+def _as_probs(probs: Any, name: str = "probs") -> np.ndarray:
+    """``probs`` as (n, K) class probabilities, or an error saying what is wrong."""
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim == 1:  # binary: P(y = 1)
         probs = np.stack([1.0 - probs, probs], axis=1)
     if probs.ndim != 2 or probs.shape[1] < 2:
-        raise ValueError(f"probs must be class probabilities of shape (n, K), or P(y = 1) of shape (n,); got {probs.shape}")
+        raise ValueError(f"{name} must be class probabilities of shape (n, K), or P(y = 1) of shape (n,); got {probs.shape}")
     if not np.all(np.isfinite(probs)) or np.any(probs < 0) or np.any(np.abs(probs.sum(1) - 1) > 1e-3):
-        raise ValueError("probs must be finite, non-negative and sum to 1 over each row (probabilities, not logits)")
+        raise ValueError(f"{name} must be finite, non-negative and sum to 1 over each row (probabilities, not logits)")
+    return probs
+
+
+def _as_probs_and_labels(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``probs`` as (n, K) and ``y`` as integer labels (n,), or an error saying what is wrong."""
+    probs = _as_probs(probs)
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == probs.shape[1] and y.shape[1] > 1:
         y = y.argmax(1)  # one-hot
@@ -88,6 +94,61 @@ def evaluate(probs: Any, y: Any, bins: int = 15) -> dict[str, float]:
         "ece": float(np.sum(counts[filled] / n * np.abs(accuracy[filled] - mean_confidence[filled]))),
         "brier": float(np.mean(np.sum((probs - onehot) ** 2, axis=1))),
     }
+
+
+def _as_pair(probs: Any, ref_probs: Any) -> tuple[np.ndarray, np.ndarray]:
+    probs, ref_probs = _as_probs(probs), _as_probs(ref_probs, "ref_probs")
+    if probs.shape != ref_probs.shape:
+        raise ValueError(f"probs {probs.shape} and ref_probs {ref_probs.shape} must be the same rows' predictions "
+                         f"over the same classes (the same shape)")
+    return probs, ref_probs
+
+
+def agreement(probs: Any, ref_probs: Any) -> float:
+    r"""Top-1 agreement of two predictive distributions on the same rows (Izmailov et al. 2021,
+    the NeurIPS 2021 BDL competition's first metric):
+
+    .. math:: \mathrm{agreement} = \frac1n\sum_i 1\big[\arg\max_k p_{ik} = \arg\max_k q_{ik}\big],
+
+    p the method's, q the reference's (e.g. HMC's) predictive probabilities; ties go to the
+    lower class index, as ``argmax``. 1 is perfect.
+
+    Parameters
+    ----------
+    probs : array, shape (n, K), or (n,) for P(y = 1) of two classes
+        The method's predicted probabilities (e.g. an ensemble's ``bnn.predict(samples, x)``).
+    ref_probs : array of the same shape
+        The reference's on the same rows.
+
+    Returns
+    -------
+    float
+    """
+    probs, ref_probs = _as_pair(probs, ref_probs)
+    return float(np.mean(probs.argmax(1) == ref_probs.argmax(1)))
+
+
+def total_variation(probs: Any, ref_probs: Any) -> float:
+    r"""Mean total-variation distance between two predictive distributions on the same rows
+    (Izmailov et al. 2021, the NeurIPS 2021 BDL competition's second metric):
+
+    .. math:: \mathrm{TV} = \frac1n\sum_i \tfrac12\sum_k |p_{ik} - q_{ik}|,
+
+    in [0, 1]; 0 is perfect.
+
+    Parameters
+    ----------
+    probs : array, shape (n, K), or (n,) for P(y = 1) of two classes
+        The method's predicted probabilities.
+    ref_probs : array of the same shape
+        The reference's on the same rows.
+
+    Returns
+    -------
+    float
+    """
+    probs, ref_probs = _as_pair(probs, ref_probs)
+    return float(np.mean(0.5 * np.abs(probs - ref_probs).sum(1)))
 
 
 def plot_calibration(probs: Any, y: Any, bins: int = 15, ax: Any = None, label: str | None = None) -> tuple[Any, Any]:
