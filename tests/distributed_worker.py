@@ -9,11 +9,14 @@ Scenarios (each writes ``OUT_DIR/<name>.w<worker>.npz`` / ``.json``):
     rows sharded, the rows SORTED and split 603 / 397 between the two workers (so that a wrong
     stratum weight or a missing all-reduce moves the posterior): SGLD and SGLD-CV; then
     ``shard_rows=False`` with 4 chains split over the workers, all rows on each; then what is
-    refused under sharding; then the full-data passes outside the chain (``full_data_passes``).
+    refused under sharding; then the full-data passes outside the chain (``full_data_passes``);
+    then ``sgmcmc.sample`` with rows sharded (``sharded_sample``).
     (``svrg`` and ``saga`` are SGLD with ``estimator="svrg"`` / ``"saga"``.)
+``sample`` (a third argument: the seed)
+    ``sharded_sample`` alone (its calibration over seeds).
 ``mirrored`` (no cluster: a plain process)
     two logical CPU devices and ``MirroredStrategy``: SGLD and SGLD-CV with 4 chains against
-    the one-device run (largest difference), and what is refused.
+    the one-device run (largest difference), and what is refused (``sample`` among it).
 ``setup_failure`` (run with ``SGMCMC_COLLECTIVE_TIMEOUT=10``)
     worker 1's rows hold a NaN: its set-up refuses them and it stays alive, idle, until worker
     0 has recorded what it raised and when (at most 30 s).
@@ -118,6 +121,41 @@ def full_data_passes(strategy, rows: dict, path) -> None:
              at=samples["mu"], mismatch=str(mismatch))
 
 
+#: ``sgmcmc.sample``'s settings in the cluster: small (its seconds add to the launch's).
+SAMPLE_SETTINGS = dict(n_chains=2, target_ess=100, max_iters=2_000, dtype=tf.float64, verbose=False)
+
+
+def sharded_sample(strategy, rows: dict, path, seed: int = 11) -> None:
+    """``sgmcmc.sample`` with rows sharded: the draws, the summary's MCSE, the stepsize and
+    minibatch chosen, the seconds; then what it refuses under this strategy."""
+    from sgmcmc.auto import sampling
+
+    # the mode search's SGD steps: 500, not 10,000 (each an all-reduce: ~10 s of the launch; the
+    # automatic stepsize reaches this mode within a few, and the Newton steps polish it)
+    sampling.N_ITERS_OPT = 500
+    start = time.time()
+    samples = sgmcmc.sample(log_lik, rows, {"mu": np.zeros(1)}, log_prior, seed=seed, strategy=strategy,
+                            **SAMPLE_SETTINGS)
+    seconds = time.time() - start
+    summary = samples.summary()
+    report = samples.report
+    refused = {}
+    for name, kwargs in {
+        "chains_split": dict(shard_rows=False),
+        "checkpoint": dict(checkpoint_dir=path("sample_ckpt")),
+    }.items():
+        try:
+            sgmcmc.sample(log_lik, rows, {"mu": np.zeros(1)}, log_prior, seed=seed, strategy=strategy,
+                          **{**SAMPLE_SETTINGS, **kwargs})
+            refused[name] = None
+        except ValueError as error:
+            refused[name] = str(error)
+    np.savez(path(f"sample{'' if seed == 11 else seed}"), mu=samples["mu"], log_posterior=samples.log_posterior,
+             mcse_mean=summary["mcse_mean"].to_numpy(), mcse_sd=summary["mcse_sd"].to_numpy(),
+             stepsize=report.stepsize, minibatch=report.minibatch_size, iterations=report.iterations,
+             seconds=seconds, parts=json.dumps(report.seconds), refused=json.dumps(refused))
+
+
 #: Where ``kill_before_sampling`` kills worker 1: (module, attribute) of the pass it enters.
 KILL_POINTS = {
     "mode_search": ("sgmcmc.run.mode_search", "mode_steps"),
@@ -185,6 +223,8 @@ def mirrored(out: str) -> None:
         "odd_chains": lambda: run("sgld", {"x": x}, seed=1, n_chains=3, strategy=strategy),
         "shard_rows": lambda: run("sgld", {"x": x}, seed=1, n_chains=2, strategy=strategy, shard_rows=True),
         "setup": lambda: sgmcmc.sgld_setup(log_lik, {"x": x}, {"mu": np.zeros(1)}, 1e-4, n_chains=2, strategy=strategy),
+        "sample": lambda: sgmcmc.sample(log_lik, {"x": x}, {"mu": np.zeros(1)}, log_prior, strategy=strategy,
+                                        **SAMPLE_SETTINGS),
     }.items():
         try:
             call()
@@ -215,6 +255,7 @@ def main(scenario: str, out: str) -> None:
         chains = run("sgld", {"x": x}, seed=5, strategy=strategy, shard_rows=False, n_chains=4, n_iters=CHAINS_ITERS)
         np.savez(path("chains"), mu=chains["mu"])
         full_data_passes(strategy, shard(x, worker), path)
+        sharded_sample(strategy, shard(x, worker), path)
         refused = {}
         try:
             sgmcmc.osgld(log_lik, shard(x, worker), {"mu": np.zeros(1)}, log_prior=log_prior, minibatch_size=100,
@@ -290,6 +331,8 @@ def main(scenario: str, out: str) -> None:
             deadline = time.time() + 30
             while time.time() < deadline and not os.path.exists(other):
                 time.sleep(0.2)
+    elif scenario == "sample":
+        sharded_sample(strategy, shard(x, worker), path, int(sys.argv[3]))
     elif scenario == "kill_before_sampling":
         kill_before_sampling(strategy, shard(x, worker), sys.argv[3], path)
     else:

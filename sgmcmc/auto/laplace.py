@@ -187,7 +187,8 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
     Parameters
     ----------
     estimator
-        The one-chain estimator (its ``log_lik`` and ``log_prior``: the unconstrained model).
+        The one-chain estimator (its ``log_lik`` and ``log_prior``: the unconstrained model; its
+        ``sum_over_workers``: the likelihood's values summed over the workers' rows when sharded).
     mode
         Name -> unconstrained value.
     directions
@@ -225,6 +226,8 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
             block = {k: tf.constant(v[first:first + PROBE_BLOCK_ROWS]) for k, v in rows.items()}
             total += lik_values(xs, block).numpy().astype(np.float64)
         total *= sample.scale
+        # rows sharded across workers: every worker's rows (sgmcmc.auto.sharded)
+        total = estimator.sum_over_workers({"lik": total})["lik"]
         if log_prior is not None:
             prior = own_function(lambda xs: tf.map_fn(lambda x: log_prior(unflat(x)), xs, fn_output_signature=dtype))
             total += prior(xs).numpy().astype(np.float64)

@@ -13,6 +13,12 @@ One run's data flow::
                              ESS, R-hat (convergence.assess); stop at the targets or the budget
     result                   draws on the user's scale after the burn-in + SampleReport
 
+With rows sharded across workers (``strategy=``, :mod:`sgmcmc.auto.sharded`) every step runs on
+every worker: the samplers sum each gradient over the workers, the curvature's products and the
+Newton steps' passes are all-reduced, the stepsize's curvature is the all-reduced check's and its
+minibatch noise the sum of the strata's, and the rounds' clock is agreed; every worker holds all
+chains and returns the same draws.
+
 The decisions and their measurements are in docs/DESIGN.md ("sgmcmc.sample").
 """
 
@@ -34,12 +40,14 @@ from ..api.samplers import sghmccv_setup, sgldcv_setup
 from ..api.session import init_sess
 from ..analysis.samples import Samples
 from ..constraints import Constrained, check_constraints
+from ..distribute.placement import topology
 from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
 from ..stability import check_stepsize
 from ..run.checkpoints import fingerprint
 from .checkpoint import SampleCheckpoint
 from .convergence import Convergence, assess
 from .laplace import DENSE_MAX, Whitened, laplace_at, newton_polish
+from .sharded import ShardedRows, sharded_rows
 from .report import AdaptedSamples, SampleReport, adapted
 
 #: The samplers ``method=`` can name; "auto" is decided by :func:`choose` (docs/DESIGN.md).
@@ -87,6 +95,8 @@ def sample(
     seed: int | None = None,
     verbose: bool = True,
     checkpoint_dir: str | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+    shard_rows: bool | None = None,
 ) -> AdaptedSamples:
     r"""Sample the posterior without tuning: find the mode, take the curvature there, choose the
     sampler and its stepsize, and run the chains in rounds until every parameter element reaches
@@ -163,7 +173,19 @@ def sample(
         same call again resumes from the last commit, skipping the mode search, and returns what
         an uninterrupted run with the same seed returns, bit for bit (``max_time`` aside). Needs
         ``seed``; a directory written by a call with other arguments is refused, naming what
-        changed (:mod:`sgmcmc.auto.checkpoint`).
+        changed (:mod:`sgmcmc.auto.checkpoint`). Not with rows sharded across workers (refused).
+    strategy
+        None (one process), or a ``tf.distribute.MultiWorkerMirroredStrategy`` whose workers each
+        call ``sample`` with their own rows and the same other arguments (checked): every worker
+        holds all ``n_chains`` chains and every gradient sums the workers' rows (SPEC §12); the mode,
+        the curvature, the stepsize and the minibatch are computed over all workers' rows and are
+        the same on every worker, so every worker returns the same draws
+        (:mod:`sgmcmc.auto.sharded`). ``minibatch_size`` counts the rows of all workers. A strategy
+        that would split the chains over replicas (``MirroredStrategy`` over several devices,
+        ``shard_rows=False``) is refused: ``sample`` steps its chains in one process.
+    shard_rows
+        As for the samplers: None (default) shards the rows under a ``MultiWorkerMirroredStrategy``
+        of two or more workers; True requires one; False is refused with such a strategy.
 
     Returns
     -------
@@ -189,8 +211,9 @@ def sample(
     """
     started = time.perf_counter()
     plan = _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size,
-                         method, dtype, seed)
-    dtype, seed, n_rows, batch = plan["dtype"], plan["seed"], plan["n_rows"], plan["batch"]
+                         method, dtype, seed, (strategy, shard_rows, checkpoint_dir, log_prior, constraints))
+    dtype, seed, n_rows, batch, shared = plan["dtype"], plan["seed"], plan["n_rows"], plan["batch"], plan["shared"]
+    distributed = dict(strategy=strategy, shard_rows=shard_rows)
     start = checks.check_params(params, dtype)
     bijectors = check_constraints(constraints, list(start))
     constrained = Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype) if bijectors else None
@@ -210,7 +233,7 @@ def sample(
     if saved is None:
         finder = sgldcv_setup(
             log_lik, dataset, params, 1.0, None, log_prior, batch, N_ITERS_OPT, verbose, seed,
-            dtype=dtype, n_chains=1, constraints=constraints, check_stepsize=False,
+            dtype=dtype, n_chains=1, constraints=constraints, check_stepsize=False, **distributed,
         )
         init_sess(finder, verbose)
         mode = {k: v.numpy() for k, v in finder.estimator.mode.items()}
@@ -232,6 +255,7 @@ def sample(
             model_log_lik, dataset, starts, stepsize, log_prior=model_log_prior, minibatch_size=sizes["batch"],
             n_iters_opt=0,
             verbose=False, seed=seed, dtype=dtype, n_chains=n_chains, check_model=False, check_stepsize=False,
+            **distributed,
         )
         init_sess(sampler, verbose=False)
         return sampler
@@ -251,9 +275,14 @@ def sample(
         origin = {Whitened.name: np.zeros(d)}
 
         def safe_stepsize(model: Whitened, rows: int | None) -> float:
-            return float(check_stepsize(model.log_lik, dataset, origin, 1.0, model.log_prior, method=name,
-                                        distortion=distortion, per_parameter=False, warn=False, seed=seed, dtype=dtype,
-                                        minibatch_size=rows).safe_stepsize)
+            def check(model_log_lik, minibatch_size, **strategy):
+                return check_stepsize(model_log_lik, dataset, origin, 1.0, model.log_prior, method=name,
+                                      distortion=distortion, per_parameter=False, warn=False, seed=seed, dtype=dtype,
+                                      minibatch_size=minibatch_size, **strategy)
+
+            if shared is not None:  # rows sharded: the global answer, the same on every worker
+                return shared.whitened_stepsize(check, model, rows, name, distortion)
+            return float(check(model.log_lik, rows).safe_stepsize)
 
         if plan["choose_batch"] and saved is None:
             sizes["batch"], _ = balanced_batch(lambda rows: safe_stepsize(whitened, rows), batch, n_rows)
@@ -316,11 +345,17 @@ def sample(
     else:
         sample_log_lik, sample_log_prior = (log_lik, log_prior) if constrained is None else constrained.wrap(log_lik, log_prior)
         if saved is None:
-            check = check_stepsize(sample_log_lik, dataset, mode, 1.0, sample_log_prior, method=name,
-                                   distortion=distortion, per_parameter=True, warn=False, seed=seed, dtype=dtype,
-                                   minibatch_size=batch)
-            stepsize = check.safe_stepsize if check.safe_stepsize_per_parameter is None else check.safe_stepsize_per_parameter
-            stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
+            def check(model_log_lik, minibatch_size, replace=False):
+                return check_stepsize(model_log_lik, dataset, mode, 1.0, sample_log_prior, method=name,
+                                      distortion=distortion, per_parameter=True, warn=False, seed=seed, dtype=dtype,
+                                      minibatch_size=minibatch_size, minibatch_replace=replace)
+
+            if shared is not None:  # rows sharded: the smallest over the workers (sgmcmc.auto.sharded)
+                stepsize = shared.per_parameter_stepsize(check, sample_log_lik, batch, list(mode))
+            else:
+                found = check(sample_log_lik, batch)
+                stepsize = found.safe_stepsize if found.safe_stepsize_per_parameter is None else found.safe_stepsize_per_parameter
+                stepsize = {k: float(v) for k, v in stepsize.items()} if isinstance(stepsize, Mapping) else float(stepsize)
         else:  # resumed: the committed stepsize(s), one per parameter or one for all
             per_parameter = {k[len("stepsize/"):]: float(v) for k, v in saved.items() if k.startswith("stepsize/")}
             stepsize = per_parameter or float(saved["stepsize"])
@@ -341,6 +376,9 @@ def sample(
                f"stability check instead (the chains start at the mode)")
         preconditioner, to_xi = "per-parameter", dict
         to_user = dict if constrained is None else constrained.to_constrained
+    if shared is not None:  # the workers' chains are one run only if these agree (sgmcmc.auto.sharded)
+        shared.check_agreed({"mode": mode, "stepsize": stepsize, "minibatch size": sizes["batch"],
+                             "metric": state["model"].matrix if preconditioner == "dense" else None})
     seconds["curvature and choice"] = time.perf_counter() - t
     if verbose:
         print(f"sample: {name}, {preconditioner} preconditioner, minibatch {sizes['batch']:,}, stepsize "
@@ -349,7 +387,7 @@ def sample(
 
     # 4.-5. rounds
     t = time.perf_counter()
-    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}", adapt, commit)
+    rounds = _Rounds(sampler, to_xi, to_user, n_chains, plan, started, verbose, f"sample: {name}", adapt, commit, shared)
     if preconditioner == "dense":
         # about four kept draws per autocorrelation time of the Gaussian approximation (4/h): a
         # change of thinning compiles the sampling program anew (~1-3 s), so it is set once here
@@ -407,8 +445,13 @@ def balanced_batch(safe: Callable[[int | None], float], batch: int, n_rows: int)
 
 
 def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size, method,
-                  dtype, seed) -> dict:
-    """The cheap argument checks, before anything is traced; returns the resolved settings."""
+                  dtype, seed, distributed: tuple) -> dict:
+    """The cheap argument checks, before anything is traced; returns the resolved settings. With
+    rows sharded (``distributed``: strategy, shard_rows, checkpoint_dir, log_prior, constraints),
+    then the exchange of the workers' arguments and row counts: N and the seed are the run's, and
+    ``shared`` is the :class:`~sgmcmc.auto.sharded.ShardedRows` (else None)."""
+    strategy, shard_rows, checkpoint_dir, log_prior, constraints = distributed
+    topology(strategy, shard_rows)  # bad types first, as the samplers refuse them
     if isinstance(params, (list, tuple)):
         raise TypeError("sample takes one dict of starting values (the mode search starts there) and chooses the "
                         "chains' starts itself; give params as a dict, e.g. params={'beta': np.zeros(3)}")
@@ -432,12 +475,21 @@ def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, ma
     dtype = checks.as_dtype(dtype)
     data = checks.check_dataset(dataset)
     n_rows = len(next(iter(data.values())))
+    drawn = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
+    same = dict(params={k: np.asarray(v) for k, v in params.items()}, n_chains=n_chains, target_ess=target_ess,
+                max_rhat=max_rhat, max_iters=max_iters, max_time=max_time, minibatch_size=minibatch_size, method=method,
+                dtype=dtype.name, seed=seed, log_prior=log_prior is not None,
+                constraints=sorted(constraints) if isinstance(constraints, Mapping) else constraints)
+    collective = sharded_rows(strategy, shard_rows, checkpoint_dir, same)
+    shared = None
+    if collective is not None:
+        shared, drawn = ShardedRows.exchange(collective, n_rows, drawn, strategy, shard_rows)
+        n_rows = shared.n_rows
     batch = min(n_rows, DEFAULT_MINIBATCH) if minibatch_size is None else checks.batch_size(minibatch_size, n_rows)
     if max_iters is None:
         max_iters = DEFAULT_MAX_ITERS if max_time is None else sys.maxsize
     return dict(
-        dtype=dtype, seed=int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed),
-        seed_drawn=seed is None,
+        dtype=dtype, seed=drawn, seed_drawn=seed is None, shared=shared,
         n_rows=n_rows, batch=batch, choose_batch=minibatch_size is None, max_iters=int(max_iters), max_time=max_time, method=method,
         target_ess=float(target_ess), max_rhat=float(max_rhat),
     )
@@ -457,8 +509,11 @@ class _Rounds:
     """The sampling rounds of :func:`sample` and the draws they keep."""
 
     def __init__(self, sampler, to_xi: Callable, to_user: Callable, n_chains: int, plan: dict, started: float,
-                 verbose: bool, desc: str, adapt: Callable | None = None, commit: Callable | None = None):
+                 verbose: bool, desc: str, adapt: Callable | None = None, commit: Callable | None = None,
+                 shared: ShardedRows | None = None):
         self.sampler, self.to_xi, self.to_user = sampler, to_xi, to_user
+        #: With rows sharded: the clock's decisions are agreed (every worker makes the same calls).
+        self.shared = shared
         self.n_chains, self.plan, self.started, self.verbose, self.desc = n_chains, plan, started, verbose, desc
         self.adapt, self.commit = adapt, commit
         self.goal: int | None = None
@@ -471,7 +526,8 @@ class _Rounds:
 
     def _out_of_time(self) -> bool:
         limit = self.plan["max_time"]
-        return limit is not None and time.perf_counter() - self.started >= limit
+        late = limit is not None and time.perf_counter() - self.started >= limit
+        return late if self.shared is None or limit is None else self.shared.any(late)
 
     def _keep(self, out: Samples, first: int, n: int) -> None:
         arrays = out.by_chain()
@@ -550,6 +606,8 @@ class _Rounds:
                     bar.update(n)
                     rate = n / max(time.perf_counter() - began, 1e-6)
                     piece = int(2 ** round(math.log2(min(max(rate * PIECE_SECONDS, 128), 131_072))))
+                    if self.shared is not None:  # the slowest worker's piece, on every worker
+                        piece = int(self.shared.min(piece))
                 user, _, _ = self._joined()
                 conv = assess(user, plan["target_ess"], plan["max_rhat"])
                 bar.set_postfix_str(f"worst ESS {conv.worst_ess:.0f}/{plan['target_ess']:g}, "

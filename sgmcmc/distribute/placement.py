@@ -98,7 +98,7 @@ def _rank(strategy) -> tuple[int, int]:
     return n_chief + int(resolver.task_id or 0), max(1, n_workers)
 
 
-def _topology(strategy, shard_rows) -> tuple[int, int, tuple[str, ...], bool]:
+def topology(strategy, shard_rows) -> tuple[int, int, tuple[str, ...], bool]:
     """This process's (worker, n_workers, replica devices, rows sharded) under ``strategy``,
     with clear errors for what is not supported."""
     if shard_rows is not None and not isinstance(shard_rows, (bool, np.bool_)):
@@ -143,7 +143,7 @@ def placement(strategy, shard_rows, n_chains: int, what: str, shard_refusal: str
     """Check ``strategy``/``shard_rows`` for a run of ``n_chains`` chains and say who computes
     what; clear errors before anything is computed. ``shard_refusal``: why the run's dynamics or
     estimator (named by ``what``) cannot have its rows sharded, or None."""
-    worker, n_workers, devices, sharded = _topology(strategy, shard_rows)
+    worker, n_workers, devices, sharded = topology(strategy, shard_rows)
     if strategy is None:
         return Placement(n_chains, chains=(tuple(range(n_chains)),))
     if sharded:
@@ -182,21 +182,28 @@ def row_collective(strategy, shard_rows, what: str, same: dict) -> Collective | 
     None (this process holds all rows). The same checks as the samplers'; and every worker must
     pass the same ``same`` (name -> value: the point, the settings), compared by digest before
     any work, else a ValueError on every worker naming what differs."""
-    worker, n_workers, _, sharded = _topology(strategy, shard_rows)
+    worker, n_workers, _, sharded = topology(strategy, shard_rows)
     if not (sharded and n_workers > 1):
         return None
     collective = Collective(n_workers, worker)
-    names = sorted(same)
-    mine = np.array([_digest(same[k]) for k in names], np.int64)
-    everyone = gather_or_raise(collective, mine, f"{what} (every worker calls it with its rows)")
-    differ = [k for j, k in enumerate(names) if np.any(everyone[:, j] != mine[j])]
+    differ, others = differing_values(collective, same, f"{what} (every worker calls it with its rows)")
     if differ:
         raise ValueError(
             f"{what} with rows sharded: every worker must pass the same {', '.join(differ)}; "
-            f"worker(s) {', '.join(str(w) for w in range(n_workers) if np.any(everyone[w] != mine))} passed "
-            f"other values than worker {worker}"
+            f"worker(s) {', '.join(map(str, others))} passed other values than worker {worker}"
         )
     return collective
+
+
+def differing_values(collective: Collective, values: dict, what: str) -> tuple[list[str], list[int]]:
+    """Which of ``values`` (name -> value) differ between the workers, compared by digest (one
+    gather, named ``what`` if a worker does not reach it), and the workers whose values differ
+    from this one's."""
+    names = sorted(values)
+    mine = np.array([_digest(values[k]) for k in names], np.int64)
+    everyone = gather_or_raise(collective, mine, what)
+    differ = [k for j, k in enumerate(names) if np.any(everyone[:, j] != mine[j])]
+    return differ, [w for w in range(collective.n_workers) if np.any(everyone[w] != mine)]
 
 
 def stratified_batch_sizes(batch_size: int, shard_rows: list[int]) -> list[int]:
