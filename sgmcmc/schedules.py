@@ -85,3 +85,14 @@ def cosine_cycle(h: float, t: tf.Tensor, n_iters: int, n_cycles: int) -> tuple[t
     period = math.ceil(n_iters / n_cycles)
     phase = tf.cast(tf.math.floormod(tf.cast(t, tf.int64) - 1, period), tf.float64) / period
     return 0.5 * h * (tf.cos(math.pi * phase) + 1.0), phase
+
+
+@dataclass(frozen=True)
+class Scaled(Schedule):
+    """``factor`` times another schedule (``temperature=``'s stepsize, :mod:`sgmcmc.tempering`)."""
+
+    schedule: Schedule
+    factor: float
+
+    def __call__(self, t: tf.Tensor) -> tf.Tensor:
+        return self.factor * self.schedule(t)

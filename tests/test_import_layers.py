@@ -35,6 +35,7 @@ LAYERS = [
     "data",
     "datasets",
     "constraints",
+    "tempering",
     "schedules",
     "programs",
     "graph_options",

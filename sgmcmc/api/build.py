@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .. import checks, programs
+from .. import checks, programs, tempering
+
 from ..constraints import Constrained, check_constraints
 from ..data.rows import Rows
 from ..distribute.collective import Collective, unreached_worker
@@ -132,11 +133,12 @@ def _constrained(method: Method, constraints: Any, start: dict[str, np.ndarray],
     return Constrained(bijectors, {k: v.shape for k, v in start.items()}, dtype)
 
 
-def _control_variate(spec: ControlVariate, names: list[str], verbose: bool) -> ControlVariateSettings:
+def _control_variate(spec: ControlVariate, names: list[str], verbose: bool, temperature: float) -> ControlVariateSettings:
     """The mode search's settings; ``opt_stepsize=None`` is chosen from the curvature
-    (:func:`sgmcmc.run.mode_search.auto_opt_stepsize`)."""
+    (:func:`sgmcmc.run.mode_search.auto_opt_stepsize`); a given one times the temperature (the
+    same search on log p / T, :mod:`sgmcmc.tempering`)."""
     opt = None if spec.opt_stepsize is None else checks.per_parameter(spec.opt_stepsize, names, "opt_stepsize")
-    return ControlVariateSettings(opt, spec.n_iters_opt, verbose)
+    return ControlVariateSettings(tempering.scaled(opt, temperature), spec.n_iters_opt, verbose)
 
 
 def _counts_estimator(arguments: dict, model: Model, setup: Setup, starts: list, data: dict, n: int):
@@ -249,10 +251,14 @@ def _checked_construction(
     data = rows.as_read()
     n_rows = len(next(iter(data.values())))
     n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
-    kernel = method.make_kernel(arguments, KernelContext(names, n_rows, n, estimator.name))
+    context = KernelContext(names, n_rows, n, estimator.name)
+    kernel = method.make_kernel(arguments, context)  # checks the user's values (errors name them)
+    temperature = tempering.check_temperature(model.temperature)
+    if temperature != 1.0:
+        kernel = method.make_kernel(tempering.tempered_arguments(arguments, method.dynamics.temperature_powers, temperature), context)
     cv = None
     if isinstance(estimator, ControlVariate):
-        cv = _control_variate(estimator, names, setup.verbose)
+        cv = _control_variate(estimator, names, setup.verbose, temperature)
     seed = shared_seed(place, setup.seed) if place.shard_rows else setup.seed
     estimator.check_size(len(starts), n_rows, {k: v.shape for k, v in starts[0].items()}, dtype)
     log_lik, log_prior, make_estimator = model.log_lik, model.log_prior, None
@@ -275,6 +281,9 @@ def _checked_construction(
     settings.update(estimator_settings)
     if setup.minibatch_replace:
         settings.update(minibatch_replace=True)
+    if temperature != 1.0:
+        settings.update(temperature=temperature)
+        log_lik, log_prior = tempering.tempered(log_lik, log_prior, temperature)
     if constrained is not None:
         settings.update(constraints=dict(constrained.bijectors))
         log_lik, log_prior = constrained.wrap(log_lik, log_prior)

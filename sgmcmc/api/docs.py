@@ -78,6 +78,12 @@ SETUP_OPTIONS = (
         still added). A start outside a bijector's support is refused. Stored gradients are
         with respect to ξ (``Samples.unconstrained``); ``get_params`` returns θ while
         ``sampler.params`` holds the chain's state ξ. See :mod:`sgmcmc.constraints`.
+    temperature : float, keyword-only
+        T: sample the tempered posterior p(θ | x)^(1/T) (1: the posterior; T < 1
+        a colder, sharper one, as for Bayesian neural networks). The chain runs on log p / T with
+        the stepsize times T (SGLD, SGHMC, SGNHT: the same drift, the noise scaled by √T), so a
+        stepsize keeps its meaning at every T; the recorded log posterior and gradients are the
+        tempered density's. See :mod:`sgmcmc.tempering`.
     check_model : bool, keyword-only
         Check the model before compiling: ``log_lik`` is a sum over rows, every parameter is
         used, the values are finite (SPEC §4). False skips the checks that evaluate it twice.

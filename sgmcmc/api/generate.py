@@ -145,6 +145,7 @@ def _signature(method: Method, whole: bool) -> str:
     if whole or kind == "cv":
         out += "    verbose: bool = True,\n"
     out += "    seed: int | None = None,\n    *,\n" + MODEL_KEYWORDS + "    constraints: dict | None = None,\n"
+    out += "    temperature: float = 1.0,\n"
     if whole:
         out += CHAIN_ARGS + "    store_gradients: bool = False,\n"
     out += "    check_model: bool = True,\n    check_stepsize: bool = True,\n"
@@ -230,7 +231,7 @@ def _body(method: Method, whole: bool) -> str:
     else:
         out = (
             "    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, "
-            "check_stepsize=check_stepsize, constraints=constraints)\n"
+            "check_stepsize=check_stepsize, constraints=constraints,\n        temperature=temperature)\n"
         )
     out += f"    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows{verbose})\n"
     if kind == "simplex":

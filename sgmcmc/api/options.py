@@ -45,6 +45,8 @@ class Model:
     constraints: dict | None = None
     #: Check the stepsize against the curvature before sampling (:mod:`sgmcmc.stability.check`).
     check_stepsize: bool = True
+    #: T: sample p(θ | x)^(1/T) (:mod:`sgmcmc.tempering`).
+    temperature: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ def sgld_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -66,7 +67,8 @@ def sgld_setup(
     :math:`\theta \leftarrow \theta + \frac{\epsilon}{2}g(\theta) + N(0, \epsilon)`, g the gradient
     estimate (``estimator``).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -89,6 +91,7 @@ def sgld(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -108,7 +111,8 @@ def sgld(
     r"""Run SGLD for ``n_iters`` iterations: the set-up and update of :func:`sgld_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -132,6 +136,7 @@ def sghmc_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -149,7 +154,8 @@ def sghmc_setup(
     :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
     Other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -174,6 +180,7 @@ def sghmc(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -193,7 +200,8 @@ def sghmc(
     r"""Run SGHMC for ``n_iters`` iterations: the set-up and update of :func:`sghmc_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -216,6 +224,7 @@ def sgnht_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -233,7 +242,8 @@ def sgnht_setup(
     :math:`\theta \leftarrow \theta + u`, :math:`\alpha \leftarrow \alpha + \overline{u^2} - \epsilon`.
     Other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -257,6 +267,7 @@ def sgnht(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -276,7 +287,8 @@ def sgnht(
     r"""Run SGNHT for ``n_iters`` iterations: the set-up and update of :func:`sgnht_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -301,6 +313,7 @@ def sgldcv_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     minibatch_replace: bool = False,
@@ -313,7 +326,8 @@ def sgldcv_setup(
     the first start; one mode search and one full-data gradient shared by all chains). Other
     arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator)
@@ -336,6 +350,7 @@ def sgldcv(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -350,7 +365,8 @@ def sgldcv(
     r"""Run SGLD-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sgldcv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -375,6 +391,7 @@ def sghmccv_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     minibatch_replace: bool = False,
@@ -384,7 +401,8 @@ def sghmccv_setup(
     r"""Set up SGHMC with control variates: :func:`sghmc_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
@@ -409,6 +427,7 @@ def sghmccv(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -423,7 +442,8 @@ def sghmccv(
     r"""Run SGHMC-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sghmccv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -447,6 +467,7 @@ def sgnhtcv_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     minibatch_replace: bool = False,
@@ -456,7 +477,8 @@ def sgnhtcv_setup(
     r"""Set up SGNHT with control variates: :func:`sgnht_setup` dynamics with the gradient of
     :func:`sgldcv_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     return build_sampler(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator)
@@ -480,6 +502,7 @@ def sgnhtcv(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -494,7 +517,8 @@ def sgnhtcv(
     r"""Run SGNHT-CV for ``n_iters`` iterations after the mode search: the set-up and update of :func:`sgnhtcv_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -516,6 +540,7 @@ def psgld_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -536,7 +561,8 @@ def psgld_setup(
     term Γ = ∇·G is omitted (as Li et al. do in their experiments), a bias that vanishes as
     ε → 0. Other arguments as :func:`sgld_setup`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -561,6 +587,7 @@ def psgld(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -580,7 +607,8 @@ def psgld(
     r"""Run pSGLD for ``n_iters`` iterations: the set-up and update of :func:`psgld_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -605,6 +633,7 @@ def hamcmc_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -649,7 +678,8 @@ def hamcmc_setup(
     ``stepsize`` 0.1–0.5 (:func:`sgmcmc.tune_stepsize` tunes it on this scale) and a
     ``warmup_stepsize`` below the SGLD limit ~0.7/λ_max (:func:`sgmcmc.check_stepsize`).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -675,6 +705,7 @@ def hamcmc(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -694,7 +725,8 @@ def hamcmc(
     r"""Run HAMCMC for ``n_iters`` iterations: the set-up and update of :func:`hamcmc_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -716,6 +748,7 @@ def osgld_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -757,7 +790,8 @@ def osgld_setup(
     per coordinate — optimal when the posterior's axes are the coordinate axes, a diagonal
     preconditioner otherwise.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(estimator)
     return build_sampler(METHODS["osgld"], dict(c=c), model, setup, estimator)
@@ -778,6 +812,7 @@ def osgld(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -797,7 +832,8 @@ def osgld(
     in compiled chunks. No stepsize; a minibatch needs at least 2 rows; only the plain minibatch
     estimator.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(estimator)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
@@ -818,6 +854,7 @@ def baoab_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -839,7 +876,8 @@ def baoab_setup(
     minibatches the gradient noise adds variance as for every SG-MCMC method. ``stepsize`` is h
     (a number, a dict or a schedule). See :mod:`sgmcmc.step.dynamics.baoab`.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -863,6 +901,7 @@ def baoab(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -882,7 +921,8 @@ def baoab(
     r"""Run BAOAB for ``n_iters`` iterations: the set-up and update of :func:`baoab_setup`, then
     the whole chain in compiled chunks.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -907,6 +947,7 @@ def csgld_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -923,7 +964,8 @@ def csgld_setup(
     stage, SGLD :math:`\theta \leftarrow \theta + \frac{\epsilon_k}{2}g(\theta) + N(0, \epsilon_k)`
     (as :func:`sgld_setup`) in its sampling stage.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -948,6 +990,7 @@ def csgld(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -967,7 +1010,8 @@ def csgld(
     r"""Run cSGLD for ``n_iters`` iterations: the set-up and update of :func:`csgld_setup`, then
     the whole chain in compiled chunks, one cycle after another.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -994,6 +1038,7 @@ def csghmc_setup(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
@@ -1013,7 +1058,8 @@ def csghmc_setup(
     stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
     :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
@@ -1040,6 +1086,7 @@ def csghmc(
     dtype: tf.DType = Setup.dtype,
     n_chains: int = Setup.n_chains,
     constraints: dict | None = None,
+    temperature: float = 1.0,
     burn_in: int = Chain.burn_in,
     thin: int = Chain.thin,
     store_gradients: bool = False,
@@ -1059,7 +1106,8 @@ def csghmc(
     r"""Run cSGHMC for ``n_iters`` iterations: the set-up and update of :func:`csghmc_setup`, then
     the whole chain in compiled chunks, one cycle after another.
     """
-    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints)
+    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
+        temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory

@@ -44,6 +44,7 @@ from ..distribute.placement import topology
 from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
 from ..stability import check_stepsize
 from ..run.checkpoints import fingerprint
+from ..tempering import check_temperature, tempered
 from .checkpoint import SampleCheckpoint
 from .convergence import Convergence, assess
 from .laplace import DENSE_MAX, Whitened, laplace_at, newton_polish
@@ -97,6 +98,7 @@ def sample(
     checkpoint_dir: str | None = None,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
+    temperature: float = 1.0,
 ) -> AdaptedSamples:
     r"""Sample the posterior without tuning: find the mode, take the curvature there, choose the
     sampler and its stepsize, and run the chains in rounds until every parameter element reaches
@@ -186,6 +188,11 @@ def sample(
     shard_rows
         As for the samplers: None (default) shards the rows under a ``MultiWorkerMirroredStrategy``
         of two or more workers; True requires one; False is refused with such a strategy.
+    temperature
+        T: sample the tempered posterior p(θ | x)^(1/T) (SPEC §15; 1: the posterior). Everything
+        above runs on log p / T (the mode is the same; the curvature is 1/T times log p's, and
+        the stepsize in the report is the one on log p / T); the ESS and R-hat targets apply to
+        the tempered draws. :mod:`sgmcmc.tempering`.
 
     Returns
     -------
@@ -213,6 +220,10 @@ def sample(
     plan = _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size,
                          method, dtype, seed, (strategy, shard_rows, checkpoint_dir, log_prior, constraints))
     dtype, seed, n_rows, batch, shared = plan["dtype"], plan["seed"], plan["n_rows"], plan["batch"], plan["shared"]
+    temperature = check_temperature(temperature)
+    user_functions = {"log_lik": log_lik, "log_prior": log_prior}
+    if temperature != 1.0:  # everything below on log p / T: sample chooses its own stepsizes there
+        log_lik, log_prior = tempered(log_lik, log_prior, temperature)
     distributed = dict(strategy=strategy, shard_rows=shard_rows)
     start = checks.check_params(params, dtype)
     bijectors = check_constraints(constraints, list(start))
@@ -222,10 +233,12 @@ def sample(
         if plan["seed_drawn"]:
             raise ValueError("checkpoint_dir needs seed= (an int): a resumed run must continue the same chain")
         settings = {k: plan[k] for k in ("target_ess", "max_rhat", "max_iters", "method", "batch", "choose_batch")}
+        if temperature != 1.0:
+            settings["temperature"] = temperature
         store = SampleCheckpoint(checkpoint_dir, fingerprint(
             "sample", settings, {k: v.shape for k, v in start.items()}, n_rows, n_chains,
             {"seed": seed, "dtype": dtype.name, "constraints": sorted(bijectors)}, data=dataset,
-            functions={"log_lik": log_lik, "log_prior": log_prior}, starts=start,
+            functions=user_functions, starts=start,
         ))
     saved = store.plan() if store is not None and store.resumable else None
 

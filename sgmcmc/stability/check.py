@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from ..tempering import check_temperature, scaled, tempered
 from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
 from ..data.rows import Rows, aligned_empty, as_tensor
@@ -372,6 +373,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
             top=(float(ritz.values[0]), ritz.vectors[0]), eigen=lanczos_largest,
             rows_seen=sample.size, exact_rows=sample.exact, per_parameter_only_if_slow=True,
         )
+    result = result.at_temperature(sampler.settings.get("temperature", 1.0))  # the user's units
     if result.unstable:
         raise StepsizeError(result.refusal(sampler.method), result)
     _warn(result, sampler.method, stacklevel=user_stacklevel(), slack=ESTIMATE_SLACK)
@@ -400,6 +402,7 @@ def check_stepsize(
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
+    temperature: float = 1.0,
 ) -> StepsizeCheck:
     r"""Is ``stepsize`` small enough for the posterior's curvature at ``params``?
 
@@ -460,17 +463,26 @@ def check_stepsize(
         same other arguments (checked); every Hessian-vector product sums the workers' rows (one
         all-reduce each), so every worker gets the same result. Otherwise this process's rows
         are all the rows.
+    temperature
+        As for the samplers: the check of a chain on the tempered posterior p(θ | x)^(1/T) with
+        this stepsize (the same discretisation at every T; the minibatch noise, which is not
+        tempered, weighs 1/T as much; :mod:`sgmcmc.tempering`). Stepsizes and curvatures are
+        reported in the user's units (curvatures of log p).
 
     Returns
     -------
     StepsizeCheck
     """
     name = _dynamics(method)
+    temperature = check_temperature(temperature)
     dtype = checks.as_dtype(dtype)
     point = checks.check_params(params, dtype)
     rows = Rows(checks.check_dataset(dataset), dtype.as_numpy_dtype)
     data = rows.as_read()
     steps = checks.per_parameter(stepsize, list(point), "stepsize")
+    if temperature != 1.0:  # the chain on log p / T with stepsize εT (sgmcmc.tempering)
+        log_lik, log_prior = tempered(log_lik, log_prior, temperature)
+        steps = scaled(steps, temperature)
     same = dict(params=point, stepsize=steps, method=name, alpha=alpha, L=L, a=a, distortion=distortion,
                 per_parameter=per_parameter, max_iters=max_iters, tol=tol, seed=seed, dtype=dtype.name,
                 log_prior=log_prior is not None)
@@ -502,7 +514,7 @@ def check_stepsize(
         result = _check(
             name, estimator, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,
             max_iters, tol, seed, noise=noise, top=top,
-        )
+        ).at_temperature(temperature)
     if warn:
         _warn(result, "check_stepsize", stacklevel=2)
     return result

@@ -43,7 +43,7 @@ reason alone): the check is about the discretisation.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
@@ -347,6 +347,23 @@ class StepsizeCheck:
     noise: float = 0.0
     stability_limit: float = np.inf
     rows: int | None = None
+
+    def at_temperature(self, temperature: float) -> "StepsizeCheck":
+        """This check of the chain on log p / T with stepsize εT (:mod:`sgmcmc.tempering`)
+        in the user's units: stepsizes divided by T, curvatures those of log p (times T); μ, the
+        noise and the sd ratio are the same in both."""
+        if temperature == 1.0:
+            return self
+        per_block = self.curvature_per_parameter
+        return replace(
+            self,
+            stepsize=_scaled_stepsize(self.stepsize, 1.0 / temperature),
+            safe_stepsize=_scaled_stepsize(self.safe_stepsize, 1.0 / temperature),
+            safe_stepsize_per_parameter=None if self.safe_stepsize_per_parameter is None
+            else _scaled_stepsize(self.safe_stepsize_per_parameter, 1.0 / temperature),
+            curvature=self.curvature * temperature,
+            curvature_per_parameter=None if per_block is None else {k: v * temperature for k, v in per_block.items()},
+        )
 
     @property
     def unstable(self) -> bool:

@@ -68,6 +68,9 @@ class BAOAB(Dynamics):
     stepsize: dict
     gamma: dict
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "gamma")
+    #: h is a time step of the Hamiltonian part (stable for h√λ < 2): under log p / T, whose
+    #: curvature is λ/T, h√T keeps h√λ.
+    temperature_powers: ClassVar[dict[str, float]] = {"stepsize": 0.5}
     defaults: ClassVar[dict[str, Any]] = {"gamma": 1.0}
 
     @classmethod

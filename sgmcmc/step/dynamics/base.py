@@ -154,6 +154,10 @@ class Dynamics:
     #: :meth:`preconditioner_renewal` iterations apart (where one is too noisy an estimate).
     preconditioner_snapshots: ClassVar[int] = 1
     shard_refusal: ClassVar[str | None] = None
+    #: Under ``temperature=T`` the chain runs on log p / T, and each hyperparameter named here is
+    #: multiplied by T to this power (:mod:`sgmcmc.tempering`): a fixed-metric stepsize by T,
+    #: which keeps the drift and scales the injected noise by √T (Wenzel et al. 2020).
+    temperature_powers: ClassVar[dict[str, float]] = {"stepsize": 1.0}
     #: The public functions' documentation and argument layout (None: no public functions).
     public: ClassVar[PublicFunctions | None] = None
     stepsize_schedules: ClassVar[bool] = True

@@ -283,6 +283,9 @@ class HAMCMC(Dynamics):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "memory", "damping", "warmup_stepsize")
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the stepsize times the L-BFGS matrix
     preconditioned: ClassVar[bool] = True
+    #: The L-BFGS inverse Hessian of log p / T is T times that of log p by itself; the warm-up's
+    #: SGLD steps are scaled as SGLD's.
+    temperature_powers: ClassVar[dict[str, float]] = {"warmup_stepsize": 1.0}
     curvature_scale: ClassVar[str] = "stepsize × L-BFGS matrix"
     #: One L-BFGS matrix gives a noisy μ (module docstring of :mod:`sgmcmc.tuning.stepsize_search`).
     preconditioner_snapshots: ClassVar[int] = 5

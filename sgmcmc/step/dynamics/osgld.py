@@ -260,6 +260,8 @@ class OSGLD(Dynamics):
     batch_size: int = 0
     n_rows: int = 0
     hyperparameters: ClassVar[tuple[str, ...]] = ("c",)
+    #: No stepsize: D = k/2 H⁻¹ is computed from the (tempered) gradients themselves.
+    temperature_powers: ClassVar[dict[str, float]] = {}
     defaults: ClassVar[dict[str, Any]] = {"c": 0.1}
     xla: ClassVar[bool] = False  # XLA's eigendecompositions measured 5x slower (docs/DESIGN.md)
     estimators: ClassVar[tuple[str, ...] | None] = ("plain",)

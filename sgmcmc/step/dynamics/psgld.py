@@ -67,6 +67,8 @@ class PSGLD(Dynamics):
     hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "beta", "lam")
     stepsize_stability: ClassVar[str | None] = "sgld"  # with the preconditioned stepsize
     preconditioned: ClassVar[bool] = True
+    #: G ≈ 1/√V scales with 1/|gradient|, so under log p / T it is T times larger by itself.
+    temperature_powers: ClassVar[dict[str, float]] = {}
     diagonal_preconditioner: ClassVar[bool] = True
     curvature_scale: ClassVar[str] = "stepsize × preconditioner"
     defaults: ClassVar[dict[str, Any]] = {"beta": 0.99, "lam": 1e-5}
