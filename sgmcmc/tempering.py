@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .schedules import Scaled, Schedule
+from .schedules import Scaled
 
 
 def check_temperature(value: Any) -> float:
@@ -69,9 +69,7 @@ def scaled(value: Any, factor: float) -> Any:
         return value
     if isinstance(value, Mapping):
         return {k: scaled(v, factor) for k, v in value.items()}
-    if isinstance(value, Schedule):
-        return Scaled(value, factor)
-    if callable(value):
+    if callable(value):  # a schedule h(t)
         return Scaled(value, factor)
     return np.asarray(value, dtype=np.float64) * factor if np.ndim(value) else float(value) * factor
 
