@@ -48,18 +48,14 @@ def tempered(log_lik: Callable, log_prior: Callable | None, temperature: float) 
     """``log_lik / T`` and ``log_prior / T`` (None stays None: flat)."""
     inverse = 1.0 / temperature
 
-    def tempered_log_lik(params, dataset):
-        value = log_lik(params, dataset)
-        return value * tf.cast(inverse, tf.convert_to_tensor(value).dtype)
+    def divided(function: Callable) -> Callable:
+        def tempered_function(*args):
+            value = tf.convert_to_tensor(function(*args))
+            return value * tf.cast(inverse, value.dtype)
 
-    if log_prior is None:
-        return tempered_log_lik, None
+        return tempered_function
 
-    def tempered_log_prior(params):
-        value = log_prior(params)
-        return value * tf.cast(inverse, tf.convert_to_tensor(value).dtype)
-
-    return tempered_log_lik, tempered_log_prior
+    return divided(log_lik), None if log_prior is None else divided(log_prior)
 
 
 def scaled(value: Any, factor: float) -> Any:

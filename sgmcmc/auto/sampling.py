@@ -217,10 +217,10 @@ def sample(
     sampled around the one the search finds (the chains start near it): not detected.
     """
     started = time.perf_counter()
+    temperature = check_temperature(temperature)
     plan = _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, max_time, minibatch_size,
                          method, dtype, seed, (strategy, shard_rows, checkpoint_dir, log_prior, constraints))
     dtype, seed, n_rows, batch, shared = plan["dtype"], plan["seed"], plan["n_rows"], plan["batch"], plan["shared"]
-    temperature = check_temperature(temperature)
     user_functions = {"log_lik": log_lik, "log_prior": log_prior}
     if temperature != 1.0:  # everything below on log p / T: sample chooses its own stepsizes there
         log_lik, log_prior = tempered(log_lik, log_prior, temperature)
