@@ -85,16 +85,22 @@ def _kind(method: Method) -> str:
 
 
 def _hyperparameters(method: Method, where: str) -> tuple[str, ...]:
-    """The hyperparameters ``where`` "leading" (after ``params``) or "rest" (after ``minibatch_size``)."""
+    """The hyperparameters ``where`` "leading" (after ``params``), "rest" (after
+    ``minibatch_size``) or "keyword_only" (after ``check_stepsize``)."""
     dynamics = method.dynamics
-    leading = dynamics.public.leading if dynamics.public.leading is not None else tuple(
+    public = dynamics.public
+    if where == "keyword_only":
+        return public.keyword_only
+    leading = public.leading if public.leading is not None else tuple(
         h for h in dynamics.hyperparameters if h not in dynamics.defaults
     )
-    return leading if where == "leading" else tuple(h for h in dynamics.hyperparameters if h not in leading)
+    if where == "leading":
+        return leading
+    return tuple(h for h in dynamics.hyperparameters if h not in leading and h not in public.keyword_only)
 
 
 def _hyper_args(method: Method, where: str) -> str:
-    """The hyperparameters' lines: ``where`` "leading" (after ``params``) or "rest"."""
+    """The hyperparameters' lines: ``where`` as for :func:`_hyperparameters`."""
     dynamics = method.dynamics
     public = dynamics.public
     names = _hyperparameters(method, where)
@@ -148,7 +154,7 @@ def _signature(method: Method, whole: bool) -> str:
     out += "    temperature: float = 1.0,\n"
     if whole:
         out += CHAIN_ARGS + "    store_gradients: bool = False,\n"
-    out += "    check_model: bool = True,\n    check_stepsize: bool = True,\n"
+    out += "    check_model: bool = True,\n    check_stepsize: bool = True,\n" + _hyper_args(method, "keyword_only")
     if whole:
         out += "    checkpoint_dir: str | os.PathLike | None = None,\n    checkpoint_every: int = Chain.checkpoint_every,\n"
         for option, (annotation, default) in method.dynamics.public.run_options.items():
@@ -181,6 +187,7 @@ def _parameter_entries(method: Method, whole: bool) -> list[str]:
     if cv:
         pieces += ["N_ITERS_OPT"] if whole else ["N_ITERS_OPT", "MODE_SEARCH_VERBOSE"]
     pieces.append("SETUP_OPTIONS")
+    pieces += [entry(h) for h in _hyperparameters(method, "keyword_only")]
     if public.other_parameter_docs:
         pieces.append(f"{record}.other_parameter_docs")
     return pieces + ["MINIBATCH_REPLACE"]

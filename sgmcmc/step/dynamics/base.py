@@ -64,6 +64,10 @@ class PublicFunctions:
     other_parameter_docs
         Numpy-style entries for shared parameters whose meaning is the dynamics' own (OSGLD's
         ``estimator``), after the shared setup options.
+    keyword_only
+        Hyperparameters that are keyword-only in both functions (after ``check_stepsize``; their
+        ``parameter_docs`` entries after the shared setup options): an option added to a dynamics
+        later, which must not move the positional arguments of SPEC §2 (R's order).
     """
 
     label: str
@@ -79,6 +83,7 @@ class PublicFunctions:
     run_notes: str = ""
     parameter_docs: Mapping[str, str] = field(default_factory=dict)
     other_parameter_docs: str = ""
+    keyword_only: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
