@@ -121,7 +121,7 @@ def sgld(
     return run_whole_chain(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -139,6 +139,7 @@ def sghmc_setup(
     temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = SGHMC.defaults["noise_correction"],
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -148,11 +149,12 @@ def sghmc_setup(
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
 ) -> Sampler:
-    r"""Set up SGHMC (Chen et al. 2014, :math:`\hat\beta = 0`): each iteration resamples
+    r"""Set up SGHMC (Chen et al. 2014): each iteration resamples
     :math:`\nu \sim N(0, \epsilon)`, then ``L`` times
-    :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon)`,
-    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3).
-    Other arguments as :func:`sgld_setup`.
+    :math:`\nu \leftarrow \nu + \epsilon g(\theta) - \alpha\nu + N(0, 2(\alpha - \hat\beta)\epsilon)`,
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick (leapfrog; SPEC §3), with
+    :math:`\hat\beta = 0` or, with ``noise_correction=True``, :math:`\frac12\epsilon\hat V`
+    (§3.2; V̂ the minibatch gradient's variance). Other arguments as :func:`sgld_setup`.
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
@@ -160,10 +162,10 @@ def sghmc_setup(
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
-    return build_sampler(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
+    return build_sampler(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -186,6 +188,7 @@ def sghmc(
     store_gradients: bool = False,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = SGHMC.defaults["noise_correction"],
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -207,7 +210,7 @@ def sghmc(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
-    return run_whole_chain(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator, chain)
+    return run_whole_chain(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator, chain)
 
 
 @shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
@@ -373,7 +376,7 @@ def sgldcv(
     return run_whole_chain(METHODS["sgldcv"], dict(stepsize=stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def sghmccv_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -394,6 +397,7 @@ def sghmccv_setup(
     temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = SGHMC.defaults["noise_correction"],
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -405,10 +409,10 @@ def sghmccv_setup(
         temperature=temperature)
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
-    return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator)
+    return build_sampler(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, SETUP_OPTIONS, MINIBATCH_REPLACE, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], N_ITERS_OPT, SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmccv(
     log_lik: LogLik,
     dataset: Dataset,
@@ -433,6 +437,7 @@ def sghmccv(
     store_gradients: bool = False,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = SGHMC.defaults["noise_correction"],
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     minibatch_replace: bool = False,
@@ -447,7 +452,7 @@ def sghmccv(
     setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
     estimator = resolve_estimator("cv", opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
-    return run_whole_chain(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L), model, setup, estimator, chain)
+    return run_whole_chain(METHODS["sghmccv"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator, chain)
 
 
 @shared_sections(MODEL_PARAMETERS, STEPSIZE, OPT_STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], N_ITERS_OPT, MODE_SEARCH_VERBOSE, SETUP_OPTIONS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
@@ -1020,7 +1025,7 @@ def csgld(
     return run_whole_chain(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
 
 
-@shared_sections(CSGHMC.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_iters"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_iters"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def csghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1041,6 +1046,7 @@ def csghmc_setup(
     temperature: float = 1.0,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = CSGHMC.defaults["noise_correction"],
     estimator: str | EstimatorSpec = "plain",
     opt_stepsize: PerParameter | None = None,
     n_iters_opt: int = ControlVariate.n_iters_opt,
@@ -1053,10 +1059,12 @@ def csghmc_setup(
     r"""Set up cyclical SGHMC, cSGHMC (Zhang et al. 2020, ICLR; SPEC §13). In each cycle's
     sampling stage an iteration is SGHMC's at :math:`\epsilon_k` (as :func:`sghmc_setup`:
     :math:`\nu \sim N(0, \epsilon_k)`, then ``L`` times
-    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon_k)`,
-    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick); in its exploration
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu + N(0, 2(\alpha - \hat\beta)\epsilon_k)`,
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick; :math:`\hat\beta = 0`, or
+    :math:`\frac12\epsilon_k\hat V` with ``noise_correction=True``); in its exploration
     stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
-    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α;
+    with ``noise_correction`` V̂ is computed there too, and unused).
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
@@ -1064,10 +1072,10 @@ def csghmc_setup(
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
-    return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
+    return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration, noise_correction=noise_correction), model, setup, estimator)
 
 
-@shared_sections(CSGHMC.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1092,6 +1100,7 @@ def csghmc(
     store_gradients: bool = False,
     check_model: bool = True,
     check_stepsize: bool = True,
+    noise_correction: bool = CSGHMC.defaults["noise_correction"],
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int = Chain.checkpoint_every,
     estimator: str | EstimatorSpec = "plain",
@@ -1113,7 +1122,7 @@ def csghmc(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
-    return run_whole_chain(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
+    return run_whole_chain(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration, noise_correction=noise_correction), model, setup, estimator, chain)
 
 
 @shared_sections(SIMPLEX_PARAMETERS, DISTRIBUTE_OPTIONS)

@@ -230,7 +230,8 @@ def stability_model(method: str | type[Dynamics]) -> type[Dynamics]:
 
 
 def sd_ratio(
-    method: str | type[Dynamics], mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0
+    method: str | type[Dynamics], mu: float, alpha: float = 0.01, L: int = 5, a: float = 0.01, noise: float = 0.0,
+    **hyper: Any,
 ) -> float:
     r"""Stationary sd of the discretised chain over the target's, along a direction of scaled
     curvature μ (= ελ), on a Gaussian; ``inf`` where the recursion grows, NaN where it neither
@@ -239,8 +240,9 @@ def sd_ratio(
     :math:`q = \epsilon\,w^\top V w` (0: exact gradients; module docstring). ``method``:
     ``"sgld"`` (:math:`\rho^2 = (1 + q/4)/(1 - \mu/4)`), ``"sghmc"`` (exact per-iteration
     recursion, friction ``alpha``, ``L`` leapfrog steps, the noise entering every kick) or
-    ``"sgnht"`` (thermostat frozen at ``a``): the ``sd_ratio`` of that dynamics class."""
-    return stability_model(method).sd_ratio(mu, noise=noise, alpha=alpha, L=L, a=a)
+    ``"sgnht"`` (thermostat frozen at ``a``): the ``sd_ratio`` of that dynamics class; ``hyper``,
+    its other hyperparameters (SGHMC's ``noise_correction``)."""
+    return stability_model(method).sd_ratio(mu, noise=noise, alpha=alpha, L=L, a=a, **hyper)
 
 
 def stability_limit(method: str | type[Dynamics], **hyper: float) -> float:

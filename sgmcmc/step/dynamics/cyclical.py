@@ -234,22 +234,28 @@ class CSGHMC(_Cyclical, SGHMC):
     n_cycles: int
     exploration: float
 
-    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L", "n_iters", "n_cycles", "exploration")
+    hyperparameters: ClassVar[tuple[str, ...]] = ("stepsize", "alpha", "L", "n_iters", "n_cycles", "exploration", "noise_correction")
     defaults: ClassVar[dict[str, Any]] = {**SGHMC.defaults, **CYCLICAL_DEFAULTS}
     public: ClassVar[PublicFunctions] = _cyclical_public(
         SGHMC.public,
         label="cSGHMC",
-        argument_types={"alpha": "PerParameter", "L": "int", "n_iters": "int", "n_cycles": "int", "exploration": "float"},
+        argument_types={
+            "alpha": "PerParameter", "L": "int", "n_iters": "int", "n_cycles": "int", "exploration": "float",
+            "noise_correction": "bool",
+        },
+        keyword_only=SGHMC.public.keyword_only,
         run_doc=r"""Run cSGHMC for ``n_iters`` iterations: the set-up and update of :func:`csghmc_setup`, then
     the whole chain in compiled chunks, one cycle after another.
     """,
         setup_doc=r"""Set up cyclical SGHMC, cSGHMC (Zhang et al. 2020, ICLR; SPEC §13). In each cycle's
     sampling stage an iteration is SGHMC's at :math:`\epsilon_k` (as :func:`sghmc_setup`:
     :math:`\nu \sim N(0, \epsilon_k)`, then ``L`` times
-    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu + N(0, 2\alpha\epsilon_k)`,
-    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick); in its exploration
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu + N(0, 2(\alpha - \hat\beta)\epsilon_k)`,
+    :math:`\theta \leftarrow \theta + \nu`, the first kick a half kick; :math:`\hat\beta = 0`, or
+    :math:`\frac12\epsilon_k\hat V` with ``noise_correction=True``); in its exploration
     stage the same with every normal draw set to zero: :math:`\nu = 0`, then ``L`` kicks
-    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α).
+    :math:`\nu \leftarrow \nu + \epsilon_k g(\theta) - \alpha\nu` (SGD with momentum 1 − α;
+    with ``noise_correction`` V̂ is computed there too, and unused).
     """,
     )
 
@@ -257,4 +263,4 @@ class CSGHMC(_Cyclical, SGHMC):
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "CSGHMC":
         cyclical = _cyclical_arguments(arguments, context)
         sghmc = SGHMC.from_arguments(dict(arguments, stepsize=cyclical["stepsize"]), context)
-        return cls(alpha=sghmc.alpha, L=sghmc.L, **cyclical)
+        return cls(alpha=sghmc.alpha, L=sghmc.L, noise_correction=sghmc.noise_correction, **cyclical)

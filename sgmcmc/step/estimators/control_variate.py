@@ -94,3 +94,15 @@ class ControlVariateGradient:
             return Estimate(at_params.log_post, grads)
 
         return evaluate
+
+    def estimate_and_rows(self, params: Params, minibatch: Minibatch) -> tuple[Estimate, Params]:
+        r"""The estimate on a minibatch per chain and its per-row terms
+        :math:`\nabla\log p(x_i|\theta) - \nabla\log p(x_i|\hat\theta)` ``[K, n, *shape]``, whose
+        N/n-scaled sum is the estimate's random part (SGHMC's noise correction: their spread is
+        the estimate's noise, as the plain rows' are the plain estimate's)."""
+        batch = minibatch.rows
+        k = self.plain.n_chains
+        anchor = {name: tf.repeat(v[None], k, axis=0) for name, v in self.anchor.items()}
+        at_params = self.plain.per_row_gradients(params, batch)
+        at_anchor = self.plain.per_row_gradients(anchor, batch)
+        return self(params, minibatch), {name: at_params[name] - at_anchor[name] for name in at_params}
