@@ -38,6 +38,7 @@ seeds Adam's initialisation and the samplers' starts and draws (the data split s
 from __future__ import annotations
 
 from _common import parse_args, savefig, timed  # first: selects the Agg backend
+from _digits_bnn import DIGITS, load_digits_split, mlp  # the network, split and prior (one definition)
 
 import math
 import time
@@ -47,24 +48,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import sgmcmc
-
-#: SGHMC settings for the digits MLP. prior_scale 2: the sweep of the full version (0.5 … 5)
-#: found the ensemble's NLL and ECE best from 2 up; minibatches of 100 of 962 rows; alpha 0.1
-#: (0.01, 0.5 and full-data minibatches measured the same scores).
-DIGITS = dict(hidden=100, prior_scale=2.0, stepsize=2e-4, alpha=0.1, L=5, minibatch_size=100)
-
-
-def load_digits_split(seed: int = 0) -> dict[str, np.ndarray]:
-    """The 8 × 8 digits, pixels / 16, split 962 / 241 / 594 (stratified)."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.33, random_state=seed, stratify=y)
-    X_train, X_val, y_train, y_val = train_test_split(X_train, y_train, test_size=0.2, random_state=seed, stratify=y_train)
-    return {"x": X_train, "y": y_train, "x_val": X_val, "y_val": y_val, "x_test": X_test, "y_test": y_test, "side": 8}
-
 
 def mnist_cached() -> bool:
     """Are MNIST's files already in the cache (so ``get_dataset`` will not download)?"""
@@ -81,10 +64,6 @@ def load_mnist_split() -> dict[str, np.ndarray]:
     X, y = mnist["train"]["images"].astype(np.float32), mnist["train"]["labels"].argmax(1)
     return {"x": X[:-5_000], "y": y[:-5_000], "x_val": X[-5_000:], "y_val": y[-5_000:],
             "x_test": mnist["test"]["images"].astype(np.float32), "y_test": mnist["test"]["labels"].argmax(1), "side": 28}
-
-
-def mlp(n_inputs: int, hidden: int) -> keras.Model:
-    return keras.Sequential([keras.Input((n_inputs,)), keras.layers.Dense(hidden, activation="relu"), keras.layers.Dense(10)])
 
 
 def cnn(side: int) -> keras.Model:
