@@ -25,6 +25,7 @@ from .. import checks, programs, tempering
 
 from ..constraints import Constrained, check_constraints
 from ..data.rows import Rows
+from ..data.stream import BatchStream, is_batch_stream
 from ..distribute.collective import Collective, unreached_worker
 from ..distribute.placement import Placement, RowShard, placement, stratified_batch_sizes
 from ..step.dynamics import KernelContext
@@ -141,6 +142,47 @@ def _control_variate(spec: ControlVariate, names: list[str], verbose: bool, temp
     return ControlVariateSettings(tempering.scaled(opt, temperature), spec.n_iters_opt, verbose)
 
 
+#: Elements of a tf.data pipeline the trial evaluation looks at (:func:`checks.trial_evaluation`).
+TRIAL_ELEMENTS = 2
+
+
+def batch_stream(method: Method, model: Model, setup: Setup, estimator: EstimatorSpec) -> BatchStream:
+    """The user's ``tf.data`` pipeline as the sampler reads it (:mod:`sgmcmc.data.stream`), after
+    the refusals of what it cannot serve, each naming the fix; reads the element spec only."""
+    name = method.name
+    if not is_batch_stream(model.dataset):
+        raise ValueError(
+            f"n_rows={setup.n_rows!r} is given with a dataset of arrays, whose rows are counted: n_rows is N for a "
+            f"tf.data.Dataset of minibatches only; remove n_rows"
+        )
+    arrays = "or pass the rows as a dict of name -> array"
+    if method.model == "counts":
+        raise ValueError(
+            f"{name} does not take a tf.data.Dataset: its count estimator is not the plain minibatch estimate; "
+            f"pass the rows as a dict of name -> array"
+        )
+    if estimator.stream_refusal is not None:
+        raise ValueError(
+            f"{name if method.control_variate else f'estimator={estimator.name!r}'} {estimator.stream_refusal}, which a "
+            f"tf.data.Dataset of minibatches cannot give: use {checks.BATCH_STREAM_SAMPLERS} with estimator='plain', "
+            f"{arrays}"
+        )
+    if setup.strategy is not None:
+        raise ValueError(
+            "a tf.data.Dataset cannot be used with strategy= (not built: with shard_rows each worker's pipeline "
+            "would be its rows' stratum, and split chains would each need their share of the elements): run "
+            f"without strategy, {arrays}"
+        )
+    if setup.minibatch_replace:
+        raise ValueError(
+            "minibatch_replace=True does not apply to a tf.data.Dataset: the pipeline makes the minibatches "
+            "(.shuffle and .batch); leave minibatch_replace=False"
+        )
+    given = None if setup.minibatch_size == Setup.minibatch_size else setup.minibatch_size
+    checks.check_batch_stream(model.dataset, setup.n_rows, given)
+    return BatchStream(model.dataset, setup.n_rows, tf.as_dtype(setup.dtype).as_numpy_dtype)
+
+
 def _counts_estimator(arguments: dict, model: Model, setup: Setup, starts: list, data: dict, n: int):
     """Checks of a counts-based model before compiling; its estimator factory for the Sampler."""
     for i, start in enumerate(starts):
@@ -247,10 +289,14 @@ def _checked_construction(
         unconstrained = {id(s): constrained.to_unconstrained(s) for s in [all_starts[0], *starts]}
         starts = [unconstrained[id(s)] for s in starts]
         all_starts = [unconstrained[id(all_starts[0])]]
-    rows = Rows(checks.check_dataset(model.dataset), tf.as_dtype(dtype).as_numpy_dtype)
-    data = rows.as_read()
-    n_rows = len(next(iter(data.values())))
-    n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
+    if setup.n_rows is not None or is_batch_stream(model.dataset):
+        rows = batch_stream(method, model, setup, estimator)
+        data, n_rows, n = {}, rows.n_rows, rows.batch_size
+    else:
+        rows = Rows(checks.check_dataset(model.dataset), tf.as_dtype(dtype).as_numpy_dtype)
+        data = rows.as_read()
+        n_rows = len(next(iter(data.values())))
+        n = None if place.shard_rows else checks.batch_size(setup.minibatch_size, n_rows)
     context = KernelContext(names, n_rows, n, estimator.name)
     kernel = method.make_kernel(arguments, context)  # checks the user's values (errors name them)
     temperature = tempering.check_temperature(model.temperature)
@@ -267,7 +313,10 @@ def _checked_construction(
     else:
         # The user's functions at the user's (constrained) start: errors name their own code.
         first = starts[0] if constrained is None else constrained.to_constrained(starts[0])
-        checks.trial_evaluation(log_lik, log_prior, data, first, dtype, check_model=model.check_model)
+        trial = data
+        if isinstance(rows, BatchStream):  # the pipeline's first elements: the rows the chains see first
+            trial = checks.check_dataset(rows.first_rows(TRIAL_ELEMENTS * n), f" of the pipeline's first {TRIAL_ELEMENTS} elements")
+        checks.trial_evaluation(log_lik, log_prior, trial, first, dtype, check_model=model.check_model)
     shard = None
     if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
         shard, n = _row_shard(place, data, setup.minibatch_size, seed)
@@ -281,6 +330,8 @@ def _checked_construction(
     settings.update(estimator_settings)
     if setup.minibatch_replace:
         settings.update(minibatch_replace=True)
+    if isinstance(rows, BatchStream):
+        settings.update(n_rows=n_rows)
     if temperature != 1.0:
         settings.update(temperature=temperature)
         log_lik, log_prior = tempering.tempered(log_lik, log_prior, temperature)
@@ -323,6 +374,7 @@ def _checked_construction(
             programs.callable_record(model.log_lik), programs.callable_record(model.log_prior),
             programs.callable_record(model.counts), programs.snapshot(model.constraints),
             tuple((name, programs.entry_record(entry)) for name, entry in data.items()),
+            programs.entry_record(model.dataset) if isinstance(rows, BatchStream) else None,
             {k: v.shape for k, v in starts[0].items()}, len(starts), per_chain, chain_ids, n, dtype.name,
             None if cv is None else (programs.snapshot(cv.opt_stepsize), cv.n_iters_opt),
             programs.snapshot(estimator), setup.minibatch_replace, xla, model.check_model,

@@ -31,9 +31,14 @@ MODEL_PARAMETERS = """
     log_lik : callable
         ``log_lik(params, dataset)``: the SUM of the log-likelihood over the rows of
         ``dataset`` it is given, a scalar tensor, written with TF/TFP ops.
-    dataset : dict or pandas.DataFrame
+    dataset : dict, pandas.DataFrame or tf.data.Dataset
         Name -> array-like, observations on the first axis (all the same length N).
-        Floating entries are cast to ``dtype``; integer entries stay integers.
+        Floating entries are cast to ``dtype``; integer entries stay integers. The samplers
+        without a control variate also take a ``tf.data.Dataset`` whose elements are dicts
+        name -> tensor, each a minibatch of n rows (``.batch(n, drop_remainder=True)``), with
+        ``n_rows=N``: element j of the repeated pipeline is minibatch d of chain k at
+        iteration t, j = ((t − 1)·D + d)·K + k (D minibatches an iteration, K chains); the
+        pipeline's order, shuffling and maps are the user's (:mod:`sgmcmc.data.stream`).
     params : dict or list of dicts
         Name -> starting value (scalar or array); its shape is the parameter's. A list of
         ``n_chains`` dicts starts chain k at dict k.

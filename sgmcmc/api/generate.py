@@ -57,7 +57,7 @@ from .docs import (
     STEPSIZE,
     shared_sections,
 )
-from .options import Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
+from .options import N_ROWS, Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
 from .runs import run_whole_chain
 '''
 
@@ -163,6 +163,7 @@ def _signature(method: Method, whole: bool) -> str:
         out += '    estimator: str | EstimatorSpec = "plain",\n'
         if _all_estimators(method):
             out += ESTIMATOR_ARGS
+        out += "    n_rows: int | None = None,\n"
     return out + DISTRIBUTE + f") -> {'Samples' if whole else 'Sampler'}:\n"
 
 
@@ -190,6 +191,8 @@ def _parameter_entries(method: Method, whole: bool) -> list[str]:
     pieces += [entry(h) for h in _hyperparameters(method, "keyword_only")]
     if public.other_parameter_docs:
         pieces.append(f"{record}.other_parameter_docs")
+    if _kind(method) == "gradient":
+        pieces.append("N_ROWS")
     return pieces + ["MINIBATCH_REPLACE"]
 
 
@@ -240,7 +243,8 @@ def _body(method: Method, whole: bool) -> str:
             "    model = Model(dataset, params, log_lik, log_prior, check_model=check_model, "
             "check_stepsize=check_stepsize, constraints=constraints,\n        temperature=temperature)\n"
         )
-    out += f"    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows{verbose})\n"
+    rows = ", n_rows=n_rows" if kind == "gradient" else ""
+    out += f"    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows{verbose}{rows})\n"
     if kind == "simplex":
         out += '    estimator = resolve_estimator("plain")\n'
     elif kind == "cv":

@@ -23,7 +23,8 @@ LogLik = Callable[[dict[str, tf.Tensor], dict[str, tf.Tensor]], tf.Tensor]
 LogPrior = Callable[[dict[str, tf.Tensor]], tf.Tensor]
 #: ``counts(params, minibatch, seed)``: the minibatch's category counts (simplex samplers).
 Counts = Callable[[dict[str, tf.Tensor], dict[str, tf.Tensor], tf.Tensor], dict[str, tf.Tensor]]
-#: Name -> array-like with the rows on the first axis, or a pandas DataFrame.
+#: Name -> array-like with the rows on the first axis, a pandas DataFrame, or (the samplers
+#: without a control variate, with ``n_rows``) a ``tf.data.Dataset`` of minibatch dicts.
 Dataset = Any
 #: Name -> starting value, or a list of such dicts (one per chain).
 Starts = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
@@ -62,6 +63,8 @@ class Setup:
     shard_rows: bool | None = None
     #: Progress of the set-up's own work (the CV mode search), the R packages' ``verbose``.
     verbose: bool = True
+    #: N when ``dataset`` is a ``tf.data.Dataset`` of minibatches (:mod:`sgmcmc.data.stream`).
+    n_rows: int | None = None
 
     def __post_init__(self):
         seed = self.seed
@@ -102,3 +105,12 @@ class Chain:
     @property
     def keep(self) -> Keep:
         return Keep(self.burn_in, self.thin)
+
+
+#: The numpy entry of ``n_rows`` (the samplers without a control variate), which the generator
+#: puts before ``minibatch_replace``'s (:data:`sgmcmc.api.docs.MINIBATCH_REPLACE`).
+N_ROWS = """    n_rows : int, keyword-only
+        N, the rows of the data when ``dataset`` is a ``tf.data.Dataset`` of minibatches (each
+        minibatch's log-likelihood is scaled by N/n); not given with arrays, whose rows are
+        counted. See :mod:`sgmcmc.data.stream`.
+"""

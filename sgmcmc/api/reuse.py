@@ -18,7 +18,8 @@ variables, so the chain is the one a new sampler gives, bit for bit
   chains, their layout (one start or one per chain), the parameters' names and shapes, dtype,
   minibatch size and drawing, constraints, the compilation mode chosen;
 - the dataset's entries *by identity* (the same array objects; their rows are read where they
-  are at every call, so changing an entry in place is seen, as by a new sampler);
+  are at every call, so changing an entry in place is seen, as by a new sampler), or the
+  ``tf.data`` pipeline by identity (:func:`~sgmcmc.init_sess` starts it again);
 - ``log_lik``, ``log_prior`` (and ``counts``): their code, and what they read from outside —
   closure variables, defaults and globals, by value for numbers, strings, small containers and
   arrays of ≤ :data:`~sgmcmc.programs.SNAPSHOT_ELEMENTS` elements (at most

@@ -20,6 +20,7 @@ from ..distribute.collective import Collective
 from ..distribute.placement import Placement
 from ..run.replicas import build_on_replicas, run_on_replicas
 from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
+from ..data.stream import is_batch_stream
 from ..step.dynamics import Segment
 from ..step.estimators import EstimatorSpec
 from ..run.sampler import Keep, Sampler
@@ -120,6 +121,14 @@ def run_whole_chain(
     segmented = plan != [Segment(chain.n_iters, chain.burn_in, chain.thin)]
     place = placement_of(method, setup, estimator)
     if chain.checkpoint_dir is not None:
+        if is_batch_stream(model.dataset):
+            raise ValueError(
+                "checkpoint_dir is not supported with a tf.data.Dataset: a checkpoint directory checks on resuming "
+                "that the data are the same (a digest of the rows), which a pipeline cannot give, and resuming would "
+                f"re-read the pipeline up to the checkpoint. Run without checkpoint_dir, or step {method.name}_setup's "
+                f"sampler with sample_chain and save it between calls (sampler.save / sampler.restore; a restore "
+                f"re-reads the pipeline from its start to the saved iteration: the same elements when it is deterministic)"
+            )
         if segmented:  # before the directory is made
             raise ValueError(
                 f"checkpoint_dir is not supported with {method.name} (not yet): its whole chain is run as several "

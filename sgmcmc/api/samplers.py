@@ -34,11 +34,11 @@ from .docs import (
     STEPSIZE,
     shared_sections,
 )
-from .options import Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
+from .options import N_ROWS, Chain, Counts, Dataset, LogLik, LogPrior, Model, PerParameter, Setup, Starts
 from .runs import run_whole_chain
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -59,6 +59,7 @@ def sgld_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -69,14 +70,14 @@ def sgld_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -104,6 +105,7 @@ def sgld(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -113,7 +115,7 @@ def sgld(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -121,7 +123,7 @@ def sgld(
     return run_whole_chain(METHODS["sgld"], dict(stepsize=stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -145,6 +147,7 @@ def sghmc_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -158,14 +161,14 @@ def sghmc_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGHMC.public.parameter_docs["alpha"], SGHMC.public.parameter_docs["L"], SETUP_OPTIONS, SGHMC.public.parameter_docs["noise_correction"], N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -196,6 +199,7 @@ def sghmc(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -205,7 +209,7 @@ def sghmc(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -213,7 +217,7 @@ def sghmc(
     return run_whole_chain(METHODS["sghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, noise_correction=noise_correction), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def sgnht_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -235,6 +239,7 @@ def sgnht_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -247,14 +252,14 @@ def sgnht_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["sgnht"], dict(stepsize=stepsize, a=a), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, SGNHT.public.parameter_docs["a"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def sgnht(
     log_lik: LogLik,
     dataset: Dataset,
@@ -283,6 +288,7 @@ def sgnht(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -292,7 +298,7 @@ def sgnht(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -530,7 +536,7 @@ def sgnhtcv(
     return run_whole_chain(METHODS["sgnhtcv"], dict(stepsize=stepsize, a=a), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def psgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -553,6 +559,7 @@ def psgld_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -568,14 +575,14 @@ def psgld_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["psgld"], dict(stepsize=stepsize, beta=beta, lam=lam), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, PSGLD.public.parameter_docs["beta"], PSGLD.public.parameter_docs["lam"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def psgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -605,6 +612,7 @@ def psgld(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -614,7 +622,7 @@ def psgld(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -622,7 +630,7 @@ def psgld(
     return run_whole_chain(METHODS["psgld"], dict(stepsize=stepsize, beta=beta, lam=lam), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def hamcmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -646,6 +654,7 @@ def hamcmc_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -685,14 +694,14 @@ def hamcmc_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, HAMCMC.public.parameter_docs["memory"], HAMCMC.public.parameter_docs["damping"], HAMCMC.public.parameter_docs["warmup_stepsize"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def hamcmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -723,6 +732,7 @@ def hamcmc(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -732,7 +742,7 @@ def hamcmc(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -740,7 +750,7 @@ def hamcmc(
     return run_whole_chain(METHODS["hamcmc"], dict(stepsize=stepsize, memory=memory, damping=damping, warmup_stepsize=warmup_stepsize), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, N_ROWS, MINIBATCH_REPLACE, DISTRIBUTE_OPTIONS)
 def osgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -757,6 +767,7 @@ def osgld_setup(
     check_model: bool = True,
     check_stepsize: bool = True,
     estimator: str | EstimatorSpec = "plain",
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -797,12 +808,12 @@ def osgld_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(estimator)
     return build_sampler(METHODS["osgld"], dict(c=c), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, MINIBATCH_REPLACE, CHAIN_OPTIONS, OSGLD.public.run_option_docs, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, OSGLD.public.parameter_docs["c"], PRIOR_AND_MINIBATCH, SETUP_OPTIONS, OSGLD.public.other_parameter_docs, N_ROWS, MINIBATCH_REPLACE, CHAIN_OPTIONS, OSGLD.public.run_option_docs, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def osgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -828,6 +839,7 @@ def osgld(
     auto_burn_in: bool = False,
     max_burn_in: int | None = None,
     estimator: str | EstimatorSpec = "plain",
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -839,13 +851,13 @@ def osgld(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(estimator)
     chain = Chain(n_iters, burn_in, thin, store_gradients, verbose, checkpoint_dir, checkpoint_every)
     return run_whole_chain(METHODS["osgld"], dict(c=c, auto_burn_in=auto_burn_in, max_burn_in=max_burn_in), model, setup, estimator, chain)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def baoab_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -867,6 +879,7 @@ def baoab_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -883,14 +896,14 @@ def baoab_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator)
 
 
-@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, BAOAB.public.parameter_docs["gamma"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def baoab(
     log_lik: LogLik,
     dataset: Dataset,
@@ -919,6 +932,7 @@ def baoab(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -928,7 +942,7 @@ def baoab(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -936,7 +950,7 @@ def baoab(
     return run_whole_chain(METHODS["baoab"], dict(stepsize=stepsize, gamma=gamma), model, setup, estimator, chain)
 
 
-@shared_sections(CSGLD.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_iters"], CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGLD.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_iters"], CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def csgld_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -960,6 +974,7 @@ def csgld_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -971,14 +986,14 @@ def csgld_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator)
 
 
-@shared_sections(CSGLD.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGLD.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGLD.public.parameter_docs["n_cycles"], CSGLD.public.parameter_docs["exploration"], SETUP_OPTIONS, N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csgld(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1008,6 +1023,7 @@ def csgld(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -1017,7 +1033,7 @@ def csgld(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
@@ -1025,7 +1041,7 @@ def csgld(
     return run_whole_chain(METHODS["csgld"], dict(stepsize=stepsize, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration), model, setup, estimator, chain)
 
 
-@shared_sections(CSGHMC.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_iters"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.setup_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_iters"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, DISTRIBUTE_OPTIONS)
 def csghmc_setup(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1052,6 +1068,7 @@ def csghmc_setup(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -1068,14 +1085,14 @@ def csghmc_setup(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )
     return build_sampler(METHODS["csghmc"], dict(stepsize=stepsize, alpha=alpha, L=L, n_iters=n_iters, n_cycles=n_cycles, exploration=exploration, noise_correction=noise_correction), model, setup, estimator)
 
 
-@shared_sections(CSGHMC.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
+@shared_sections(CSGHMC.public.run_notes, MODEL_PARAMETERS, STEPSIZE, PRIOR_AND_MINIBATCH, CSGHMC.public.parameter_docs["alpha"], CSGHMC.public.parameter_docs["L"], CSGHMC.public.parameter_docs["n_cycles"], CSGHMC.public.parameter_docs["exploration"], SETUP_OPTIONS, CSGHMC.public.parameter_docs["noise_correction"], N_ROWS, MINIBATCH_REPLACE, ESTIMATOR_OPTIONS, CHAIN_OPTIONS, CHAIN_RETURNS, DISTRIBUTE_OPTIONS)
 def csghmc(
     log_lik: LogLik,
     dataset: Dataset,
@@ -1108,6 +1125,7 @@ def csghmc(
     n_iters_opt: int = ControlVariate.n_iters_opt,
     svrg_period: int = SVRG.period,
     max_memory: float = SAGA.max_memory,
+    n_rows: int | None = None,
     minibatch_replace: bool = False,
     strategy: tf.distribute.Strategy | None = None,
     shard_rows: bool | None = None,
@@ -1117,7 +1135,7 @@ def csghmc(
     """
     model = Model(dataset, params, log_lik, log_prior, check_model=check_model, check_stepsize=check_stepsize, constraints=constraints,
         temperature=temperature)
-    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose)
+    setup = Setup(minibatch_size, seed, dtype, n_chains, minibatch_replace, strategy, shard_rows, verbose, n_rows=n_rows)
     estimator = resolve_estimator(
         estimator, opt_stepsize=opt_stepsize, n_iters_opt=n_iters_opt, svrg_period=svrg_period, max_memory=max_memory
     )

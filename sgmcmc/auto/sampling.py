@@ -40,6 +40,7 @@ from ..api.samplers import sghmccv_setup, sgldcv_setup
 from ..api.session import init_sess
 from ..analysis.samples import Samples
 from ..constraints import Constrained, check_constraints
+from ..data.stream import is_batch_stream
 from ..distribute.placement import topology
 from ..errors import ConvergenceWarning, DivergenceError, Interrupted, SamplingError, user_stacklevel
 from ..stability import check_stepsize
@@ -465,6 +466,12 @@ def _checked_plan(dataset, params, n_chains, target_ess, max_rhat, max_iters, ma
     ``shared`` is the :class:`~sgmcmc.auto.sharded.ShardedRows` (else None)."""
     strategy, shard_rows, checkpoint_dir, log_prior, constraints = distributed
     topology(strategy, shard_rows)  # bad types first, as the samplers refuse them
+    if is_batch_stream(dataset):
+        raise ValueError(
+            "sample does not take a tf.data.Dataset: it finds the mode and the curvature with passes over all "
+            "rows and samples with a control variate anchored by one. Pass the rows as a dict of name -> array, "
+            f"or sample the pipeline with {checks.BATCH_STREAM_SAMPLERS} (dataset=<the tf.data.Dataset>, n_rows=N)"
+        )
     if isinstance(params, (list, tuple)):
         raise TypeError("sample takes one dict of starting values (the mode search starts there) and chooses the "
                         "chains' starts itself; give params as a dict, e.g. params={'beta': np.zeros(3)}")

@@ -7,7 +7,8 @@ iterations written to ``TensorArray`` s); the step-by-step API runs one iteratio
 (:meth:`Sampler.step`). Both pass the same global iteration ``t`` to the same counter-based
 draws (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by the seed and stream, counter
 (chain, t, call)) and read the same minibatch rows (a function of (seed, stream, chain, t),
-:mod:`sgmcmc.data.minibatch`), so the same seed gives the same chain.
+:mod:`sgmcmc.data.minibatch`; from a ``tf.data`` pipeline, its elements in order,
+:mod:`sgmcmc.data.stream`), so the same seed gives the same chain.
 
 K chains are stepped together: every state tensor has a leading chain axis (see
 :mod:`sgmcmc.step.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
@@ -53,6 +54,7 @@ from ..distribute.placement import RowShard
 from ..graph_options import bound_once, own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from ..data.pipeline import BlockFeed, iteration_of, iterations_per_block
+from ..data.stream import BatchStream, StreamFeed, StreamReader
 from ..step.random import ChainRandom
 from ..data.rows import Rows
 
@@ -197,7 +199,7 @@ class Sampler:
         shard: RowShard | None = None,
         mode_start: dict[str, np.ndarray] | None = None,
         stepsize_check: bool = True,
-        rows: Rows,
+        rows: Rows | BatchStream,
     ):
         """``estimators``: what the iterations and the full-data passes call, made before the
         sampler (:func:`sgmcmc.step.estimators.assemble.assemble_estimators`).
@@ -210,7 +212,9 @@ class Sampler:
         the CV mode search starts (default ``starts[0]``; chain 0's start when ``starts`` are
         another replica's share). ``stepsize_check``: check the stepsize against the curvature
         before sampling (:mod:`sgmcmc.stability.check`). ``rows``: ``dataset`` as
-        :class:`~sgmcmc.data.rows.Rows` in ``dtype`` (the estimators' own)."""
+        :class:`~sgmcmc.data.rows.Rows` in ``dtype`` (the estimators' own), or the user's
+        ``tf.data`` pipeline as a :class:`~sgmcmc.data.stream.BatchStream` (``dataset`` is then
+        empty; the minibatches are its elements, :mod:`sgmcmc.data.stream`)."""
         self.method = method
         #: Whether init_sess checks the stepsize before sampling (:mod:`sgmcmc.stability.check`).
         self.stepsize_check = bool(stepsize_check)
@@ -221,7 +225,7 @@ class Sampler:
         self.seed = int(seed) if seed is not None else secrets.randbits(63)
         self.batch_size = batch_size
         self.n_chains = len(starts)
-        self.n_rows = int(next(iter(dataset.values())).shape[0])
+        self.n_rows = int(rows.n_rows)
         self.control_variate = control_variate
         self.settings = dict(settings or {})
         self.constraints = constraints  # starts and functions are already unconstrained (api.build)
@@ -244,6 +248,7 @@ class Sampler:
         per_iteration = int(getattr(kernel, "minibatches_per_iteration", 1))
         self._minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
         self._feeds: dict = {}
+        self._reader: StreamReader | None = None  # a tf.data pipeline's iterator (feed)
         self._plain = estimators.plain
         self.estimator = estimators.chain
         #: The plain estimator for one chain: the mode search and the full-data passes (CV only).
@@ -317,6 +322,8 @@ class Sampler:
             feed.close()
         self._feeds.clear()
         self._held_step_block = None
+        if self._reader is not None:
+            self._reader.close()
 
     def state_bytes(self) -> int:
         """Bytes of the variables a checkpoint holds (:meth:`_state`): the parameters, the
@@ -525,6 +532,8 @@ class Sampler:
         of the storage stream (``"storage"``, one iteration) or of the mode search (``"mode"``,
         one chain); ``capacity`` overrides the iterations per block."""
         key = (kind, capacity)
+        if key not in self._feeds and isinstance(self.rows, BatchStream):
+            self._feeds[key] = self._stream_feed(kind, capacity)
         if key not in self._feeds:
             if kind == "chain":
                 indices, chains, stream = self._minibatches, self.chain_ids, CHAIN_STREAM
@@ -542,6 +551,19 @@ class Sampler:
                 capacity = iterations_per_block(sizing, len(chains), self.rows.row_bytes)
             self._feeds[key] = BlockFeed(self.rows, indices, self.seed, stream, chains, capacity)
         return self._feeds[key]
+
+    def _stream_feed(self, kind: str, capacity: int | None) -> StreamFeed:
+        """A feed of the user's ``tf.data`` pipeline (:mod:`sgmcmc.data.stream`): every kind
+        reads the chains' own elements through one reader, so the storage estimate at a run's
+        end is made on the minibatch of the iteration that follows, as a continuing run makes it."""
+        if kind == "mode":
+            raise RuntimeError("a tf.data dataset has no mode search (the control variate is refused at set-up)")
+        if self._reader is None:
+            self._reader = StreamReader(self.rows, self._minibatches.per_iteration, self.n_chains)
+        if capacity is None:  # as for arrays: the same compiled programs
+            capacity = iterations_per_block(self._minibatches, self.n_chains, self.rows.row_bytes)
+        capacity = 1 if kind == "storage" else capacity
+        return StreamFeed(self._reader, self._minibatches, self.chain_ids, capacity)
 
     def _sampling_feed(self, thin: int) -> BlockFeed:
         """The chains' feed for sampling calls: a block holds at least one group of ``thin``."""
@@ -800,6 +822,11 @@ class Sampler:
         """Back to the starting values and iteration 0 (the draws are a function of the seed
         and the iteration, :mod:`sgmcmc.step.random`)."""
         self.mode_search.iteration = 0
+        if self._reader is not None:  # a tf.data pipeline starts again from its first element
+            for feed in self._feeds.values():
+                feed.cancel()
+            self._reader.close()
+            self._held_step_block = None
         for k, v in self.params.items():
             v.assign(self._user_layout(k, self._starts))
         if hasattr(self.estimator, "reset"):  # the CV mode; SVRG's anchor, SAGA's table (at the starts)

@@ -50,6 +50,7 @@ from ..tempering import check_temperature, scaled, tempered
 from ..errors import StepsizeError, user_stacklevel
 from ..graph_options import own_function, package_call_options
 from ..data.rows import Rows, aligned_empty, as_tensor
+from ..data.stream import BatchStream
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
 from .. import checks
 from ..distribute.placement import row_collective
@@ -199,8 +200,15 @@ class RowSample:
 
     @classmethod
     def draw(cls, estimator: MinibatchGradient, rows: int, seed: int) -> "RowSample":
-        """At most ``rows`` of the estimator's rows (all of them when it has no more)."""
+        """At most ``rows`` of the estimator's rows (all of them when it has no more). From a
+        ``tf.data`` pipeline (:mod:`sgmcmc.data.stream`), which has no rows by index: the rows of
+        its first ⌈m/n⌉ elements, m = min(N, ``rows``), scaled N/m — a sample of the data as far
+        as the pipeline shuffles it (:meth:`~sgmcmc.data.stream.BatchStream.first_rows`)."""
         n_rows = estimator.n_rows
+        if isinstance(estimator.rows, BatchStream):
+            taken = estimator.rows.first_rows(min(n_rows, int(rows)))
+            m = len(next(iter(taken.values())))
+            return cls(taken, n_rows / m, False)
         m = min(n_rows, int(rows))
         if m == n_rows:
             indices = np.arange(n_rows, dtype=np.int64)

@@ -102,6 +102,7 @@ import pandas as pd
 import tensorflow as tf
 
 from ..analysis.stein_discrepancy import ksd
+from ..data.stream import is_batch_stream
 from ..api import samplers
 from ..api.runs import sample_chain
 from ..api.session import init_sess
@@ -448,6 +449,12 @@ def tune_stepsize(
         stepsizes are not positive numbers, or the budget is too small.
     """
     name = _method_name(method)
+    if is_batch_stream(dataset):
+        raise ValueError(
+            "tune_stepsize does not take a tf.data.Dataset: its KSD needs exact scores over all rows. Tune on the "
+            "rows as a dict of name -> array (the data the pipeline batches, without augmentation), then sample "
+            "the pipeline with the stepsize chosen"
+        )
     sizes = list(minibatch_sizes) if minibatch_sizes is not None else [minibatch_size]
     search = _Search(name, log_lik, dataset, params, log_prior, sizes, seed, verbose, max_exact_dim, sampler_kwargs)
     survivors = search.screen(stepsizes, n_candidates)

@@ -30,6 +30,7 @@ class ControlVariate(EstimatorSpec):
     opt_stepsize: Any = None
     n_iters_opt: int = 10_000  # the R package's default
     name: ClassVar[str] = "cv"
+    stream_refusal: ClassVar[str | None] = "needs full-data passes (the mode search and its anchor's gradient over all N rows)"
     keywords: ClassVar[dict[str, str]] = {"opt_stepsize": "opt_stepsize", "n_iters_opt": "n_iters_opt"}
 
     def __post_init__(self):

@@ -17,6 +17,7 @@ import tensorflow as tf
 from ...graph_options import own_function
 from ...programs import model_program
 from ...data.rows import Rows, as_tensor
+from ...data.stream import BatchStream
 from ..contract import Estimate, Minibatch, Params, map_over_chains
 from .spec import EstimatorSpec
 
@@ -28,6 +29,7 @@ class Plain(EstimatorSpec):
     """``estimator="plain"``: the minibatch estimate above (no state, no options)."""
 
     name: ClassVar[str] = "plain"
+    stream_refusal: ClassVar[str | None] = None
 
     def settings(self) -> dict[str, Any]:
         return {}  # a plain run's settings and checkpoint fingerprint name no estimator
@@ -101,7 +103,8 @@ class MinibatchGradient:
         the first axis, all of length ``n_rows``, read in the model dtype (``checks.check_dataset``).
         Minibatches do not come from here: the sampler hands each iteration's block to the
         estimator as an argument (:class:`~sgmcmc.step.contract.Minibatch`); full-data passes
-        stream the entries.
+        stream the entries. Empty for a ``tf.data`` pipeline (``rows`` a
+        :class:`~sgmcmc.data.stream.BatchStream`: N is its ``n_rows``, and there is no full-data pass).
     batch_size
         Rows per minibatch (``n``).
     n_chains
@@ -127,13 +130,13 @@ class MinibatchGradient:
         n_chains: int = 1,
         replace: bool = False,
         reduce: Callable[[list[tf.Tensor]], list[tf.Tensor]] | None = None,
-        rows: Rows | None = None,
+        rows: Rows | BatchStream | None = None,
     ):
         self.replace = bool(replace)
         self.log_lik = log_lik
         self.log_prior = log_prior
         self.dataset = dataset
-        self.n_rows = int(next(iter(dataset.values())).shape[0])
+        self.n_rows = int(rows.n_rows) if rows is not None else int(next(iter(dataset.values())).shape[0])
         self.batch_size = batch_size
         self.n_chains = n_chains
         self.scale = self.n_rows / batch_size

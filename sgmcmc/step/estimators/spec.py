@@ -37,6 +37,9 @@ class EstimatorSpec:
     state_per_worker
         Whether, with rows sharded, its state differs between the workers (SAGA's tables of
         each worker's rows): the chief's one checkpoint cannot hold it (refused).
+    stream_refusal
+        Why it cannot take a ``tf.data`` pipeline of minibatches (:mod:`sgmcmc.data.stream`:
+        no row numbers, no full-data pass), or None; refused by default.
     """
 
     name: ClassVar[str] = ""
@@ -45,6 +48,7 @@ class EstimatorSpec:
     shard_refusal: ClassVar[str | None] = None
     reads_all_rows: ClassVar[bool] = False
     state_per_worker: ClassVar[bool] = False
+    stream_refusal: ClassVar[str | None] = "needs the rows by index or all of them"
 
     def wrap(self) -> Callable | None:
         """``wrap(plain, like)`` making the stateful estimator around the plain one, or None when

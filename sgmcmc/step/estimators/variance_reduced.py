@@ -244,6 +244,7 @@ class SVRG(EstimatorSpec):
 
     period: int = 100  # SPEC §8
     name: ClassVar[str] = "svrg"
+    stream_refusal: ClassVar[str | None] = "needs full-data passes (its anchors' gradients over all N rows)"
     reads_all_rows: ClassVar[bool] = True
     keywords: ClassVar[dict[str, str]] = {"svrg_period": "period"}
 
@@ -265,6 +266,7 @@ class SAGA(EstimatorSpec):
 
     max_memory: float = 2 * 2**30  # SPEC §8: 2 GiB
     name: ClassVar[str] = "saga"
+    stream_refusal: ClassVar[str | None] = "needs the rows by index (its table of per-row gradients) and a pass over all rows to fill it"
     state_per_worker: ClassVar[bool] = True
     keywords: ClassVar[dict[str, str]] = {"max_memory": "max_memory"}
     xla: ClassVar[bool] = False
