@@ -320,7 +320,14 @@ def _checked_construction(
     shard = None
     if place.shard_rows:  # last: a worker gets here only when all its own set-up checks passed
         shard, n = _row_shard(place, data, setup.minibatch_size, seed)
-    settings = {h: arguments[h] for h in method.hyperparameters}
+    # A keyword-only hyperparameter (an option added later, e.g. SGHMC's noise_correction) is
+    # recorded only when it differs from its default: runs and checkpoints made before it
+    # existed keep the settings they had.
+    optional = method.dynamics.public.keyword_only
+    settings = {
+        h: arguments[h] for h in method.hyperparameters
+        if h not in optional or arguments[h] != method.dynamics.defaults.get(h)
+    }
     settings.update(minibatch_size=n if shard is None else shard.batch_size, dtype=dtype.name)
     if shard is not None:
         settings.update(shard_rows=True, workers=place.n_workers)
