@@ -199,3 +199,24 @@ def test_rows_sharded_are_refused():
     arguments = dict(stepsize=1e-4, alpha=0.1, L=3, noise_correction=True)
     with pytest.raises(ValueError, match="use shard_rows=False"):
         SGHMC.from_arguments(arguments, context)
+
+
+def test_a_run_whose_correction_was_mostly_clipped_warns_after_the_run():
+    """At α = 0.01 (the default) q = εV = 1 exceeds 2α: every kick's correction is clipped (the
+    half kick's εα − ε²V̂/4 < 0 too), which the run reports with its measured fraction; the
+    step API's sample_chain reports the same. The corrected run of the variance test above
+    (q = α, nothing clipped) runs under warnings-as-errors, so a warning there fails it."""
+    common = dict(minibatch_size=BATCH, L=L, dtype=tf.float64, seed=1)
+    with pytest.warns(sgmcmc.StepsizeWarning) as record:
+        sgmcmc.sghmc(
+            log_lik, {"x": gaussian_rows()}, {"theta": 0.0}, STEPSIZE, n_iters=20, noise_correction=True, verbose=False, **common
+        )
+    clipped = [str(w.message) for w in record if "clipped in" in str(w.message)]
+    assert len(clipped) == 1 and clipped[0].startswith("sghmc: noise_correction was clipped in 100%"), clipped
+    sampler = sgmcmc.sghmc_setup(log_lik, {"x": gaussian_rows()}, {"theta": 0.0}, STEPSIZE, noise_correction=True, **common)
+    with pytest.warns(sgmcmc.StepsizeWarning, match="minibatch noise"):
+        sgmcmc.init_sess(sampler, verbose=False)
+    with pytest.warns(sgmcmc.StepsizeWarning, match=r"clipped in 100% of the element-kicks") as record:
+        sgmcmc.sample_chain(sampler, n_iters=10, verbose=False)
+    assert record[0].filename == __file__  # at the user's line
+    np.testing.assert_array_equal(sampler.kernel.clipped_fraction(sampler.kernel_state()), [1.0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..run.distributed_checkpoints import (
 from ..distribute.collective import Collective
 from ..distribute.placement import Placement
 from ..run.replicas import build_on_replicas, run_on_replicas
-from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
+from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError, StepsizeWarning, user_stacklevel
 from ..data.stream import is_batch_stream
 from ..step.dynamics import Segment
 from ..step.estimators import EstimatorSpec
@@ -92,10 +93,20 @@ def _sample(
         if keep.count_until(chain.n_iters) == 0:
             raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
         init_sess(sampler, verbose)
-    return run_chain(
+    samples = run_chain(
         sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=sampler.settings,
         continuation=continuation,
     )
+    warn_after_run(sampler)
+    return samples
+
+
+def warn_after_run(sampler: Sampler) -> None:
+    """The kernel's end-of-run warning (:meth:`~sgmcmc.step.dynamics.base.Dynamics.after_run`)
+    as a :class:`~sgmcmc.StepsizeWarning` at the user's line."""
+    message = sampler.kernel.after_run(sampler.kernel_state())
+    if message is not None:
+        warnings.warn(f"{sampler.method}: {message}", StepsizeWarning, stacklevel=user_stacklevel())
 
 
 def run_whole_chain(
@@ -196,6 +207,7 @@ def run_segments(sampler: Sampler, plan: list[Segment], chain: Chain, verbose: b
             raise
         parts.append(part)
         start += segment.n_iters
+    warn_after_run(sampler)
     return joined(parts)
 
 

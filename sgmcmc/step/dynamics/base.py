@@ -269,6 +269,14 @@ class Dynamics:
         sampler exists, so that a plan keeping nothing is refused before the set-up's checks."""
         return [Segment(n_iters, burn_in, thin)]
 
+    def after_run(self, kernel_state: Any) -> str | None:
+        """What a run's end should warn about, read from the kernel's auxiliary state
+        (``sampler.kernel_state()``, counted since :func:`~sgmcmc.init_sess`), or None: a
+        condition the compiled loop can count but not refuse (SGHMC's clipped noise correction).
+        :mod:`sgmcmc.api.runs` warns with it (``StepsizeWarning``) after a whole-chain or
+        ``sample_chain`` call."""
+        return None
+
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], context: KernelContext) -> "Dynamics":
         """The kernel from the user's arguments (``arguments[name]`` for each of

@@ -62,6 +62,10 @@ def corrected_kick(nu: tf.Tensor, grad: tf.Tensor, noise: tf.Tensor, stepsize, a
     return nu + step * grad - alpha * nu + tf.sqrt(tf.maximum(injected, 0.0)) * noise, injected < 0.0
 
 
+#: The fraction of clipped element-kicks above which a run with ``noise_correction`` warns.
+CLIPPED_WARNING = 0.05
+
+
 @dataclass(frozen=True)
 class SGHMC(Dynamics):
     r"""SGHMC (SPEC §3): each iteration resamples :math:`\nu \sim N(0, \epsilon)`, then ``L``
@@ -231,6 +235,22 @@ class SGHMC(Dynamics):
         if not self.noise_correction:
             raise ValueError("clipped_fraction counts the noise correction's clipped kicks: the sampler has noise_correction=False")
         return np.asarray(kernel_state["clipped"], np.float64) / max(int(kernel_state["kicks"]), 1)
+
+    def after_run(self, kernel_state: Any) -> str | None:
+        """With the noise correction on, a message when more than :data:`CLIPPED_WARNING` of
+        some chain's element-kicks were clipped (β̂ > α: those elements got no injected noise
+        and still more gradient noise than the friction absorbs, so they sample too wide)."""
+        if not self.noise_correction or not kernel_state or int(kernel_state["kicks"]) == 0:
+            return None
+        worst = float(np.max(self.clipped_fraction(kernel_state)))
+        if worst <= CLIPPED_WARNING:
+            return None
+        return (
+            f"noise_correction was clipped in {worst:.0%} of the element-kicks (the chain's worst): there the "
+            f"minibatch noise's β̂ = ½εV̂ exceeded the friction alpha, so those elements got no injected noise and "
+            f"still sample too wide. Raise alpha above ½εV̂, lower the stepsize, or use a larger minibatch_size "
+            f"(the fraction per chain: kernel.clipped_fraction(sampler.kernel_state()))"
+        )
 
     def one_step(self, params: Params, aux: dict, estimate: Estimator, rng, t) -> tuple[Params, dict, Estimate]:
         return self.update_at(params, aux, estimate, rng, {k: stepsize_at(self.stepsize[k], t, params[k].dtype) for k in params})
