@@ -69,9 +69,9 @@ def test_bnn_keras(tmp_path):
 #: table: agreement 0.9697-0.9933, TV 0.033-0.074 over seeds 1-3).
 AGREEMENT_BOUND, TV_BOUND = 0.95, 0.1
 
-#: The comparison table's rows (issue 46.5).
-COMPARISON_ROWS = {"Adam", "Deep ensemble", "SGHMC", "cSGHMC", "SGHMC + NC", "cSGHMC + NC", "SGHMC (val. T)",
-                   "cSGHMC (val. T)"}
+#: The comparison table's rows in the quick run (issue 46.5; the full run adds cSGHMC + NC and
+#: cSGHMC (val. T), whose code is SGHMC's: the vignette's docstring says why quick leaves them out).
+COMPARISON_ROWS = {"Adam", "Deep ensemble", "SGHMC", "cSGHMC", "SGHMC + NC", "SGHMC (val. T)"}
 
 
 def check_comparison_table(digits: dict) -> None:
@@ -88,7 +88,9 @@ def check_comparison_table(digits: dict) -> None:
     3      0.1123 / 0.1090   .9815 / .9747 / .9933 / .9697  .049 / .068 / .033 / .074     .1/.1
     ====== ================= ============================= ============================= ======
 
-    (HMC run B against run A: 0.9983, TV 0.0124; the quick noise-corrected rows run 60 iterations.)
+    (HMC run B against run A: 0.9983, TV 0.0124; the quick noise-corrected rows run 60 iterations.
+    Measured with cSGHMC's NC and validation-T rows, which the quick run no longer has: removing
+    them changes no other row's numbers — each row is its own sampler and seed.)
     The deep-ensemble bound has small margins (0.0013 / 0.0011 / 0.0033): two networks' averaged
     probabilities; it is what the issue asks of the baseline. What they catch: agreement against a
     shuffled reference (rows of HMC run A permuted: see the commit message). What they do not:
@@ -100,7 +102,7 @@ def check_comparison_table(digits: dict) -> None:
         assert all(np.isfinite(row[k]) for k in ("accuracy", "nll", "ece", "agreement", "tv", "seconds")), (label, row)
     assert table["Deep ensemble"]["nll"] <= table["Adam"]["nll"], (table["Deep ensemble"], table["Adam"])
     assert digits["hmc"]["floor_agreement"] > 0.99
-    for label in ("SGHMC", "cSGHMC", "SGHMC + NC", "cSGHMC + NC"):
+    for label in ("SGHMC", "cSGHMC", "SGHMC + NC"):
         assert table[label]["temperature"] == 1.0 and table[label]["agreement"] > AGREEMENT_BOUND, (label, table[label])
         assert table[label]["tv"] < TV_BOUND, (label, table[label])
     for label, chosen in digits["temperature"].items():
