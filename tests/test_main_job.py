@@ -21,7 +21,7 @@ def test_quick_main_job_converges_and_prints_no_warning(tmp_path):
     55 of 55 coefficients unmixed here. Checked to fail: with ``import tensorflow`` before ``import
     sgmcmc`` in main_job.py (round 4's order) TensorFlow's start-up lines come back (12 stderr lines)."""
     done = subprocess.run([sys.executable, str(MAIN_JOB), "--quick", "--out", str(tmp_path)], cwd=tmp_path,
-                          env=user_environment(), capture_output=True, text=True, timeout=900)
+                          env=user_environment(tmp_path / "user_cache"), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert stderr_problems(done.stderr, []) == []
     out = done.stdout

@@ -52,6 +52,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from sgmcmc.datasets import cache_dir
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 #: Relative tolerance for a quoted non-integer number (see the module docstring).
@@ -319,9 +321,16 @@ def script(group: list[Block], keep: list[str]) -> str:
     return text
 
 
-def user_environment() -> dict[str, str]:
-    """The environment a newcomer's shell would give: the test runner's own settings removed."""
-    return {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+def user_environment(cache: Path) -> dict[str, str]:
+    """The environment a newcomer's shell would give: the test runner's own settings removed,
+    and a fresh machine's empty user cache ``cache`` (``XDG_CACHE_HOME``): libraries keep
+    once-a-day and first-run notices there (ArviZ's import warning, whose stamp the suite's
+    other tests would otherwise have written already). The data sets stay where they are."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    env.setdefault("SGMCMC_DATA", str(cache_dir()))
+    cache.mkdir(parents=True, exist_ok=True)
+    env["XDG_CACHE_HOME"] = str(cache)
+    return env
 
 
 def run_group(group: list[Block], directory: Path, keep: list[str]) -> tuple[list[str], list[str], dict]:
@@ -329,8 +338,8 @@ def run_group(group: list[Block], directory: Path, keep: list[str]) -> tuple[lis
     kept variables."""
     path = directory / f"readme_line_{group[0].line}.py"
     path.write_text(script(group, keep))
-    done = subprocess.run([sys.executable, path.name], cwd=directory, env=user_environment(), capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    done = subprocess.run([sys.executable, path.name], cwd=directory, env=user_environment(directory / "user_cache"),
+                          capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, f"README.md line {group[0].line}: the example failed:\n{done.stderr[-6000:]}"
     out, err = done.stdout.split(SENTINEL + "\n"), done.stderr.split(SENTINEL + "\n")
     assert len(out) == len(err) == len(group) + 1, (done.stdout, done.stderr)

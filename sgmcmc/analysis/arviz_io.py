@@ -20,9 +20,23 @@ from ..errors import user_stacklevel
 SUMMARY_COLUMNS = ["mean", "sd", "5%", "95%", "mcse_mean", "ess_bulk", "ess_tail", "r_hat"]
 
 
+def arviz():
+    """The ``arviz`` module, imported without its once-a-day notice.
+
+    ArviZ 0.2x warns (a ``FutureWarning``, "ArviZ is undergoing a major refactor …") at its
+    first import on each calendar day, keyed by a stamp file in the user's cache: on a fresh
+    machine the first ``samples.summary()`` would print it, between a clean run's lines. It
+    is about ArviZ's own API, which the user did not call, so it is hidden here; a user who
+    imports ArviZ themselves still sees it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing", category=FutureWarning)
+        import arviz as az
+    return az
+
+
 def _from_dict(groups: dict[str, dict[str, np.ndarray]]):
     """``az.from_dict`` for ArviZ 0.x (groups as keywords) and 1.x (one dict of groups)."""
-    import arviz as az
+    az = arviz()
 
     if "posterior" in inspect.signature(az.from_dict).parameters:
         return az.from_dict(**groups)
@@ -40,7 +54,7 @@ class _NoShapeValidation(logging.Filter):
 def _one_chain_notice_hidden() -> Iterator[None]:
     """ArviZ logs its shape warning for one chain on every call (logger ``arviz``; a warning in
     other versions): hidden for the block; :func:`summary` says it once itself."""
-    import arviz as az
+    az = arviz()
 
     log = getattr(az, "_log", None)
     log = log if isinstance(log, logging.Logger) else logging.getLogger("arviz")
@@ -88,7 +102,7 @@ def inference_data(posterior: dict[str, np.ndarray], sample_stats: dict[str, np.
 
 def summary_table(posterior: dict[str, np.ndarray]) -> pd.DataFrame:
     """The :func:`sgmcmc.summary` table of arrays ``(chain, draw, ...)``, rows in the dict's order."""
-    import arviz as az
+    az = arviz()
 
     idata = _from_dict({"posterior": posterior})
     stat_funcs = {

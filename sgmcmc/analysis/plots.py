@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .arviz_io import arviz
 from .diagnostics import to_inference_data
 
 
@@ -24,6 +25,6 @@ def plot_trace(samples: Mapping[str, Any], var_names: list[str] | None = None, *
     What ``az.plot_trace`` returns (with the matplotlib backend, an array of axes; the figure
     is ``axes.flat[0].figure``).
     """
-    import arviz as az
+    az = arviz()
 
     return az.plot_trace(to_inference_data(samples), var_names=var_names, **kwargs)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..analysis.arviz_io import _from_dict
+from ..analysis.arviz_io import _from_dict, arviz
 
 #: Candidate burn-ins, as fractions of the kept draws of each chain.
 BURN_IN_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
@@ -27,7 +27,7 @@ COLUMNS = ["mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"
 
 
 def _rhat(posterior: dict[str, np.ndarray]) -> np.ndarray:
-    import arviz as az
+    az = arviz()
 
     values = az.rhat(_from_dict({"posterior": posterior}), method="rank")
     return np.concatenate([np.ravel(values[k].values) for k in posterior])
@@ -37,7 +37,7 @@ def diagnostics(posterior: dict[str, np.ndarray]) -> pd.DataFrame:
     """Mean, sd (ddof 1), MCSE of both, bulk/tail ESS and R-hat of every scalar element of
     arrays ``(chain, draw, *shape)``: one row each, named as ArviZ does (``beta[3]``), in the
     dict's order."""
-    import arviz as az
+    az = arviz()
 
     idata = _from_dict({"posterior": posterior})
     table = az.summary(idata, kind="diagnostics", round_to="none")
