@@ -41,7 +41,8 @@ def main(argv: list[str]) -> int:
         # Two worker processes (the suite's time is mostly single-threaded graph tracing); a
         # test file stays on one worker so its module-scoped fixtures are built once.
         # ``python3 tasks.py test -n 0`` runs serially.
-        "test": [PYTHON, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--durations=15", ROOT / "tests"],
+        "test": [PYTHON, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder",
+                 "--durations=15", ROOT / "tests"],
     }
     if argv and argv[0] == "vignette":
         names = sorted(p.stem for p in (ROOT / "vignettes").glob("*.py") if not p.stem.startswith("_"))
