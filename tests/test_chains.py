@@ -8,6 +8,8 @@ seeds 0–7 and the observed range is written beside each one.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -23,8 +25,12 @@ tfd = tfp.distributions
 # -- models --------------------------------------------------------------------------------
 
 
+@functools.cache
 def _two_param_model():
-    """A scalar and a (2, 3) parameter: y_i ~ N(a + sum(W), 1), 300 rows (shapes only)."""
+    """A scalar and a (2, 3) parameter: y_i ~ N(a + sum(W), 1), 300 rows (shapes only). Made once:
+    the same functions and data arrays on every call, so the layouts test's runs with the same
+    number of chains reuse one compiled sampler (sgmcmc/api/reuse.py; burn_in, thin and
+    store_gradients are not in its key), as each case's two runs already did."""
     rng = np.random.default_rng(3)
     y = rng.normal(size=300).astype(np.float32)
 
