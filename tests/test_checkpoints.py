@@ -82,13 +82,20 @@ def test_save_restore_continues_exactly(name, saved):
     np.testing.assert_array_equal(again.gradients["m"], first.gradients["m"])
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmccv"])
-@pytest.mark.parametrize("other_seed", [123, None], ids=["seed123", "seedNone"])
+@pytest.mark.parametrize(
+    "name, other_seed", [("sgld", 123), ("sgld", None), ("sghmccv", 123)],
+    ids=["seed123-sgld", "seedNone-sgld", "seed123-sghmccv"],
+)
 def test_restore_adopts_the_saved_seed(name, other_seed, saved):
     """Issue 29.6: the minibatches and noise are keyed by the seed, so a sampler set up with
     another seed (or none) that restores a state saved from ``seed=9`` must continue the saved
     chain, not its own (before: max diff 0.03 after 150 iterations). Fails when ``restore`` does
-    not adopt the saved seed (checked: removing ``_adopt_seed`` from ``Sampler.restore``)."""
+    not adopt the saved seed (checked: removing ``_adopt_seed`` from ``Sampler.restore``).
+    seed=None is run for sgld only: ``Sampler.__init__`` turns None into a drawn 63-bit int
+    (``secrets.randbits``) and nothing after it sees whether the seed was given — the setup
+    path (``Setup``, ``_checked_construction``) passes it through untouched — so sghmccv with
+    seed=None is the seed123-sghmccv case with another int (the method-specific state) plus the
+    seedNone-sgld case (the drawn seed)."""
     _, path, first = saved(name)
     kw = dict(SETTINGS[name])
     other = getattr(sgmcmc, f"{name}_setup")(log_lik, DATA, {"m": 0.0}, **dict(SMALL, seed=other_seed), **kw)
@@ -113,7 +120,12 @@ def test_restore_of_a_checkpoint_without_its_seed_keeps_the_setup_seed(tmp_path,
     np.testing.assert_array_equal(sgmcmc.sample_chain(other, 40, verbose=False)["m"], first["m"])
 
 
-def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, uninterrupted, monkeypatch):
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """A checkpointed run (checkpoint_every=500) that failed at its 12th compiled sampling call,
+    the manifest it left, and the same call again (resumed to the end): ``(directory, manifest,
+    resumed)``. The directory is then a finished run's, which the ``finished`` tests read."""
+    path = tmp_path_factory.mktemp("resumed")
     original = sgmcmc.run.sampler.Sampler.sample_groups
     calls = []
 
@@ -123,13 +135,17 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, uninterrupted, mo
             raise tf.errors.InternalError(None, None, "simulated failure")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", failing)
-    with pytest.raises(sgmcmc.SamplingError):
-        run(str(tmp_path), 500)
-    monkeypatch.undo()
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgmcmc.run.sampler.Sampler, "sample_groups", failing)
+        with pytest.raises(sgmcmc.SamplingError):
+            run(str(path), 500)
+    manifest = json.loads((path / "manifest.json").read_text())
+    return path, manifest, run(str(path), 500)
+
+
+def test_interrupted_run_resumes_from_its_checkpoint(resumed, uninterrupted):
+    _, manifest, resumed = resumed
     assert 0 < manifest["iteration"] < RUN["n_iters"] and not manifest["finished"]
-    resumed = run(str(tmp_path), 500)
     np.testing.assert_array_equal(resumed["m"], uninterrupted["m"])
     np.testing.assert_array_equal(resumed.gradients["m"], uninterrupted.gradients["m"])
     np.testing.assert_array_equal(resumed.log_posterior, uninterrupted.log_posterior)
@@ -172,17 +188,18 @@ def forbid_sampling(monkeypatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A directory of a finished checkpointed run (the two tests below only read it: a finished
-    directory is never written again, and neither refusal writes)."""
-    path = tmp_path_factory.mktemp("finished")
-    run(str(path), 2000)
-    return path
+def finished(resumed):
+    """A directory of a finished checkpointed run: the interrupted-then-resumed run's (its arrays
+    are the uninterrupted run's, test_interrupted_run_resumes_from_its_checkpoint), rather than
+    a third 20,000-iteration run. The tests below only read it: a finished directory is never
+    written again, and neither refusal writes. (checkpoint_every is not part of "the same
+    arguments": the refusal tests call with its default.)"""
+    return resumed[0]
 
 
 def test_finished_directory_returns_at_once_and_other_arguments_are_refused(finished, uninterrupted, monkeypatch):
     forbid_sampling(monkeypatch)
-    again = run(str(finished), 2000)
+    again = run(str(finished), 500)
     np.testing.assert_array_equal(again["m"], uninterrupted["m"])
     with pytest.raises(ValueError, match="other arguments"):
         sgmcmc.sgnht(log_lik, DATA, {"m": 0.0}, 2e-5, checkpoint_dir=str(finished), **RUN)
