@@ -356,11 +356,18 @@ def test_tuned_stepsize_is_right_or_the_mixing_warning_fires(ill, method):
     warned = any(issubclass(w.category, sgmcmc.MixingWarning) for w in caught)
     setup = getattr(sgmcmc, f"{method}_setup")
     kw = dict(verbose=False) if method == "sgldcv" else {}
+    # The 20,000-iteration chain decides the outcome only when the tuner did not warn (the
+    # assertion is "right or warned"), and pSGLD's stepsizes need the preconditioner its chain
+    # reached: it runs then. Otherwise init_sess alone (what sample_chain runs first) makes the
+    # sampler's own stepsize check, and the chain is not run (at tuning seed 1 all three warn).
+    run_chain = method == "psgld"
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmcmc.StepsizeWarning)  # the sampler's own check agrees
         sampler = setup(g["log_lik"], g["data"], g["start"], eps, log_prior=g["log_prior"], minibatch_size=100, seed=11,
                         dtype=tf.float64, **kw)
-        draws = sgmcmc.sample_chain(sampler, 20_000, False)["b"][4_000:]
+        sgmcmc.init_sess(sampler, False)
+        if run_chain or not warned:
+            draws = sgmcmc.sample_chain(sampler, 20_000, False)["b"][4_000:]
     steps = np.full(ILL_D, eps)
     if method == "psgld":
         steps = eps / (sampler.kernel.lam + np.sqrt(sampler._aux["v"]["b"].numpy()[0]))
@@ -369,11 +376,12 @@ def test_tuned_stepsize_is_right_or_the_mixing_warning_fires(ill, method):
     mu, v = values[-1], vectors[:, -1]
     q = 0.0 if method == "sgldcv" else exact_noise(g, g["mean"], root * v, 100)
     assert sd_ratio("sgld", mu, noise=q) <= 1.12, (eps, mu, q)
-    mean_bound, low, high = TUNED_CHAIN_BOUNDS[method]
-    mean_error = np.abs(draws.mean(0) - g["mean"]) / g["sd"]
-    ratio = draws.std(0) / g["sd"]
-    right = mean_error.max() < mean_bound and np.all((low < ratio) & (ratio < high))
-    assert right or warned, (method, eps, mean_error, ratio, table.attrs["mixing"])
+    if not warned:  # else "right or warned" holds whatever the chain gives
+        mean_bound, low, high = TUNED_CHAIN_BOUNDS[method]
+        mean_error = np.abs(draws.mean(0) - g["mean"]) / g["sd"]
+        ratio = draws.std(0) / g["sd"]
+        right = mean_error.max() < mean_bound and np.all((low < ratio) & (ratio < high))
+        assert right, (method, eps, mean_error, ratio, table.attrs["mixing"])
     chosen = table[table["chosen"]]
     assert len(chosen) == 1 and not chosen["excluded"].iloc[0]
 
