@@ -55,7 +55,10 @@ chains; cSGHMC half SGHMC's iterations, in 2 cycles of the same length; a deep e
 networks; SGHMC's temperature grid {1, 0.1}; SGHMC's noise-corrected row 60 iterations only, 2
 chains — its numbers are a smoke test, not a measurement; cSGHMC at T = 1 only, without the
 noise-corrected and validation-T rows, whose code is SGHMC's: each row is a fresh sampler's
-compilation, 12–20 s, and the suite runs the quick version). ``--no-prior-sweep`` skips the full
+compilation, 12–20 s, and the suite runs the quick version; and its side rows — SGHMC + NC and
+SGHMC at T ≠ 1 — run in graph mode, ``jit_compile=False``, whose compile is cheaper than XLA's
+for so few iterations: 13–15 CPU s a row; the T = 1 rows keep the default XLA, so their numbers
+are the default path's). ``--no-prior-sweep`` skips the full
 version's prior sweep. ``--seed`` (default 1)
 seeds Adam's initialisation and the samplers' starts and draws (the data split stays fixed).
 """
@@ -136,7 +139,8 @@ def dispersed_starts(bnn, make_model, n_chains: int) -> list[dict[str, np.ndarra
 
 def sample_ensemble(method: str, make_model, data: dict, mode: keras.Model, settings: dict, n_chains: int,
                     n_iters: int, burn_in: int, thin: int, seed: int = 1, check_iters: int = 100,
-                    check=None, temperature: float = 1.0, noise_correction: bool = False, **cyclical) -> tuple:
+                    check=None, temperature: float = 1.0, noise_correction: bool = False, jit_compile: bool = True,
+                    **cyclical) -> tuple:
     """Posterior draws of the network by ``sgmcmc.<method>_setup`` (sghmc or csghmc) and
     ``sgmcmc.sample_chain`` from dispersed starts; returns the Bayesian network, the samples, the
     stepsize check, the stepsize and, with ``noise_correction``, the fraction of element-kicks
@@ -147,7 +151,8 @@ def sample_ensemble(method: str, make_model, data: dict, mode: keras.Model, sett
     settings (cSGHMC's largest stepsize is SGHMC's; the check is at T = 1, and ``temperature``
     keeps the stepsize's meaning, sgmcmc/tempering.py). The sampler's own check at its starts is
     off: this one, at a mode, chose the stepsize. ``temperature``: sample p(θ | D)^(1/T).
-    ``noise_correction``: Chen et al. (2014) §3.2's β̂ = ½εV̂. ``cyclical``: csghmc's
+    ``noise_correction``: Chen et al. (2014) §3.2's β̂ = ½εV̂. ``jit_compile=False``: graph mode
+    instead of XLA (the quick run's side rows, :func:`main`). ``cyclical``: csghmc's
     ``n_cycles`` and ``exploration``; its ``burn_in`` and ``thin`` count within each cycle's
     sampling stage."""
     keras.utils.set_random_seed(seed)
@@ -166,6 +171,7 @@ def sample_ensemble(method: str, make_model, data: dict, mode: keras.Model, sett
     if method == "csghmc":
         common |= dict(n_iters=n_iters, **cyclical)
     sampler = getattr(sgmcmc, f"{method}_setup")(bnn.log_lik, train, starts, stepsize, **common)
+    sampler.jit_compile = sampler.jit_compile and jit_compile
     # What sgmcmc.csghmc does (sgmcmc/api/runs.py): one segment per cycle, burn_in and thin
     # within its sampling stage; the kernel_state then gives the clipped kicks.
     plan = sampler.kernel.segments(dict(n_iters=n_iters, **cyclical), n_iters, burn_in, thin)
@@ -275,7 +281,8 @@ def compare(name: str, data: dict, make_model, settings: dict, args, budget: dic
                 bnn, samples, check, stepsize, clipped = sample_ensemble(
                     method, make_model, data, adam, settings, **(corrected_chains if corrected else chains),
                     seed=args.seed, check=check,
-                    check_iters=budget.get("check_iters", 100), temperature=temperature, noise_correction=corrected)
+                    check_iters=budget.get("check_iters", 100), temperature=temperature, noise_correction=corrected,
+                    jit_compile=not (budget.get("graph_side_rows") and (corrected or temperature != 1.0)))
                 seconds = time.perf_counter() - start
             kept = n_draws(bnn, samples)
             if temperature == 1.0 and not corrected:
@@ -430,7 +437,7 @@ def main(argv: list[str] | None = None) -> dict:
         budget = dict(max_epochs=60, patience=5, chains=dict(n_chains=2, n_iters=600, burn_in=300, thin=10),
                       cyclical=dict(n_chains=2, n_iters=300, n_cycles=2, exploration=0.8, burn_in=0, thin=2),
                       ensemble_size=2, temperatures=dict(sghmc=(1.0, 0.1), csghmc=(1.0,)),
-                      corrected=dict(sghmc=dict(n_chains=2, n_iters=60, burn_in=30, thin=5)))
+                      corrected=dict(sghmc=dict(n_chains=2, n_iters=60, burn_in=30, thin=5)), graph_side_rows=True)
     else:
         budget = dict(max_epochs=1_000, patience=20, chains=dict(n_chains=4, n_iters=2_000, burn_in=1_000, thin=10),
                       cyclical=dict(n_chains=4, n_iters=2_000, n_cycles=4, exploration=0.8, burn_in=0, thin=4),
