@@ -109,11 +109,13 @@ def kde_grid(
 
 
 def density_contours(
-    ax: plt.Axes, xy: np.ndarray, lims: tuple[float, float, float, float], filled: bool = True, **kwargs
+    ax: plt.Axes, xy: np.ndarray, lims: tuple[float, float, float, float], filled: bool = True,
+    size: int = 100, max_points: int = 2000, **kwargs
 ) -> None:
     """Draw the kernel density estimate of the 2-d points ``xy`` on ``ax``: filled bands, or
-    lines. The lowest band is left empty so the background stays white."""
-    x, y, dens = kde_grid(xy, lims)
+    lines. The lowest band is left empty so the background stays white. ``size`` and
+    ``max_points``: those of :func:`kde_grid` (smaller in the ``--quick`` runs: a coarser figure)."""
+    x, y, dens = kde_grid(xy, lims, size=size, max_points=max_points)
     levels = np.linspace(0, dens.max(), 9)[1:]
     (ax.contourf if filled else ax.contour)(x, y, dens, levels=levels, **kwargs)
 
