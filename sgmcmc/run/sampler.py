@@ -821,13 +821,13 @@ class Sampler:
     # -- state -----------------------------------------------------------------------------
     @property
     def iteration(self) -> int:
-        return int(self._iteration.numpy())
+        return int(read_now(self._iteration))
 
     @property
     def log_posterior(self) -> np.ndarray | float:
         """The minibatch log-posterior estimate the last iteration made (at the state it started
         from): a float for one chain, ``(n_chains,)`` for several."""
-        value = self._last_log_post.numpy()
+        value = read_now(self._last_log_post)
         return float(value[0]) if self.n_chains == 1 else value
 
     def reset(self) -> None:
