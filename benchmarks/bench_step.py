@@ -73,13 +73,19 @@ def main(argv=None):
     one = tf.constant(1, tf.int64)
     empty = tf.function(lambda n, b, o: n + o, jit_compile=sampler.jit_compile or None)
     variable = next(iter(sampler.params.values()))
+    import numpy as np
+
     from sgmcmc.graph_options import bound_once
+    from sgmcmc.run.sampler import read_now
 
     empty_bound = bound_once(empty.get_concrete_function(one, block, offset))
     floors = {
         "empty compiled call, same arguments": lambda: empty(one, block, offset),
         "empty compiled call, arguments bound once (what the step does)": lambda: empty_bound(one, block, offset),
         "one variable read to numpy": lambda: variable.numpy(),
+        "one variable read by ReadVariableOp (sampler.read_now, what get_params does)": lambda: read_now(variable),
+        "get_params as before 2026-11-29 (np.array(v.numpy()) per parameter)":
+            lambda: {k: np.array(v.numpy()) for k, v in sampler.params.items()},
     }
     for name, fn in floors.items():
         fn()

@@ -42,9 +42,15 @@ def schedule_np(k, n_iters, n_cycles, h):
 
 
 def all_iterations(setup, steps, **kwargs):
-    """Every iteration's state of a ``*_setup`` sampler (sample_chain keeps by the global counter)."""
+    """Every iteration's state of a ``*_setup`` sampler, ``(chains, steps)`` (one chain:
+    ``(steps,)``), read after each ``sgmcmc_step`` (sample_chain keeps no exploration iteration)."""
     sampler = setup(log_lik, DATA, {"theta": 0.0}, **SET_UP, **kwargs)
-    return sgmcmc.sample_chain(sampler, steps, verbose=False)["theta"]
+    sess = sgmcmc.init_sess(sampler, verbose=False)
+    path = []
+    for _ in range(steps):
+        sgmcmc.sgmcmc_step(sampler, sess)
+        path.append(sgmcmc.get_params(sampler, sess)["theta"])
+    return np.stack(path, axis=-1)
 
 
 @pytest.mark.parametrize("n_iters, n_cycles, beta", [(100, 4, 0.8), (50, 3, 0.6), (37, 5, 0.0), (10, 6, 0.5), (7, 7, 0.3)])
@@ -169,6 +175,31 @@ def test_kept_draws_are_the_planned_iterations(csgld_path, burn_in, thin, chains
         assert out.gradients["theta"].shape == out["theta"].shape and np.isfinite(out.gradients["theta"]).all()
     assert np.isfinite(out.log_posterior).all()
     assert out.settings["n_iters"] == n_iters and out.settings["burn_in"] == burn_in and out.settings["thin"] == thin
+
+
+def test_sample_chain_on_a_setup_sampler_keeps_only_sampling_stage_iterations(csgld_path):
+    """``sample_chain`` on ``csgld_setup``'s sampler (:data:`CSGLD_RUN`), in calls of 23, 19 and
+    20 iterations (windows that start and end inside stages, the last past K = 50, where the
+    cycles continue): the kept draws are exactly the every-iteration run's states at the
+    sampling-stage iterations k (r_k ≥ β) with the global counter's burn_in = 5 and thin = 2
+    (k > 5, (k − 5) % 2 = 0), ``samples.cycle`` their cycles (k − 1) // C. Fails when
+    sample_chain keeps exploration iterations (the behaviour before: the first call kept 9 draws,
+    not 3; run)."""
+    n_iters, n_cycles, beta = CSGLD_RUN["n_iters"], CSGLD_RUN["n_cycles"], CSGLD_RUN["exploration"]
+    period = math.ceil(n_iters / n_cycles)
+    sampler = sgmcmc.csgld_setup(log_lik, DATA, {"theta": 0.0}, **SET_UP, **CSGLD_RUN)
+    extra = all_iterations(sgmcmc.csgld_setup, 62, **CSGLD_RUN)  # past K too
+    np.testing.assert_array_equal(extra[:, :n_iters], csgld_path)
+    done = 0
+    for n in (23, 19, 20):
+        out = sgmcmc.sample_chain(sampler, n, verbose=False, burn_in=5, thin=2)
+        window = np.arange(done + 1, done + n + 1)
+        kept = window[(((window - 1) % period) / period >= beta) & (window > 5) & ((window - 5) % 2 == 0)]
+        assert out.n_kept == len(kept), (n, out.n_kept, kept)
+        np.testing.assert_array_equal(out["theta"], extra[:, kept - 1])
+        np.testing.assert_array_equal(out.cycle, (kept - 1) // period)
+        done += n
+    assert sampler.iteration == 62
 
 
 # -- four modes ------------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ def sample_chain(
     stream and iteration count, so ``sample_chain(s, a)`` then ``sample_chain(s, b)`` give the
     samples of one run of ``a + b`` iterations. ``burn_in`` and ``thin`` count on the sampler's
     global iteration counter: the kept iterations are ``burn_in + thin``, ``burn_in + 2·thin``, ….
+    A cyclical sampler (``csgld_setup``, ``csghmc_setup``) keeps only those in its cycles'
+    sampling stages, ``samples.cycle`` naming each draw's cycle: exploration iterations are not
+    draws of the posterior (:meth:`~sgmcmc.step.dynamics.base.Dynamics.stages`).
 
     Parameters
     ----------
@@ -93,12 +96,49 @@ def _sample(
         if keep.count_until(chain.n_iters) == 0:
             raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
         init_sess(sampler, verbose)
-    samples = run_chain(
-        sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=sampler.settings,
-        continuation=continuation,
-    )
+    stages = sampler.kernel.stages(sampler.iteration + 1, chain.n_iters)
+    if len(stages) == 1 and stages[0].keepable and stages[0].label is None:
+        samples = run_chain(
+            sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose,
+            settings=sampler.settings, continuation=continuation,
+        )
+    else:  # cyclical: exploration iterations are not draws
+        pieces, t = [], sampler.iteration
+        for stage in stages:
+            t += stage.n_iters
+            pieces.append((stage.n_iters, keep if stage.keepable else Keep(t, 1), stage.label))
+        samples = _run_pieces(sampler, pieces, chain, verbose, sampler.settings, continuation)
     warn_after_run(sampler)
     return samples
+
+
+def _run_pieces(sampler: Sampler, pieces: list[tuple[int, Keep, int | None]], chain: Chain, verbose: bool,
+                settings: dict, continuation: str) -> Samples:
+    """Stretches of one chain run one after the other (each continues the state, the counter and
+    so the draws), ``(n_iters, keep, label)`` each, their kept draws joined with ``Samples.cycle``
+    holding each draw's label (−1: unlabelled) when any has one. An exception in a stretch
+    carries every draw kept so far, as from one run."""
+    parts: list[Samples] = []
+    labels: list[np.ndarray] = []
+
+    def joined(parts: list[Samples]) -> Samples:
+        labelled = any(label is not None for _, _, label in pieces)
+        return concatenate_draws(parts, np.concatenate(labels[:len(parts)]) if labelled else None, settings=settings)
+
+    for n_iters, keep, label in pieces:
+        try:
+            part = run_chain(
+                sampler, n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose, settings=settings,
+                continuation=continuation,
+            )
+        except (DivergenceError, SamplingError, Interrupted) as error:
+            if isinstance(error.samples, Samples):
+                labels.append(np.full(error.samples.n_kept, -1 if label is None else label, np.int64))
+                error.samples = joined([*parts, error.samples])
+            raise
+        parts.append(part)
+        labels.append(np.full(part.n_kept, -1 if label is None else label, np.int64))
+    return joined(parts)
 
 
 def warn_after_run(sampler: Sampler) -> None:
@@ -185,30 +225,13 @@ def run_segments(sampler: Sampler, plan: list[Segment], chain: Chain, verbose: b
     )
     init_sess(sampler, verbose)
     settings = dict(sampler.settings, burn_in=chain.burn_in, thin=chain.thin, n_iters=chain.n_iters)
-    parts: list[Samples] = []
-
-    def joined(parts: list[Samples]) -> Samples:
-        cycle = None
-        if any(s.label is not None for s in plan):
-            cycle = np.concatenate([np.full(p.n_kept, -1 if s.label is None else s.label, np.int64) for p, s in zip(parts, plan)])
-        return concatenate_draws(parts, cycle, settings=settings)
-
-    start = sampler.iteration
+    pieces, start = [], sampler.iteration
     for segment in plan:
-        try:
-            part = run_chain(
-                sampler, segment.n_iters, Keep(start + segment.skip, segment.thin),
-                store_gradients=chain.store_gradients, verbose=verbose, settings=settings,
-                continuation=WHOLE_CHAIN_CONTINUATION,
-            )
-        except (DivergenceError, SamplingError, Interrupted) as error:
-            if isinstance(error.samples, Samples):
-                error.samples = joined([*parts, error.samples])
-            raise
-        parts.append(part)
+        pieces.append((segment.n_iters, Keep(start + segment.skip, segment.thin), segment.label))
         start += segment.n_iters
+    samples = _run_pieces(sampler, pieces, chain, verbose, settings, WHOLE_CHAIN_CONTINUATION)
     warn_after_run(sampler)
-    return joined(parts)
+    return samples
 
 
 class _CheckpointedRun:

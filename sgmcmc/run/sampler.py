@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 from tqdm.auto import tqdm
 
 from ..step.contract import BoundEstimator, Estimate, Minibatches
@@ -80,6 +81,17 @@ def default_jit_compile(xla_by_default: bool) -> bool:
     if value not in ("", "auto"):
         raise ValueError(f"SGMCMC_XLA={value!r}: use 0 (graph mode), 1 (XLA) or auto (the default)")
     return xla_by_default
+
+
+def read_now(variable: tf.Variable) -> np.ndarray:
+    """A plain variable's value as a new numpy array, by one eager ``ReadVariableOp``.
+
+    ``variable.numpy()`` also runs an ``Identity`` op and the tape's and the distribution
+    strategy's bookkeeping: 4–5× the cost (benchmarks/bench_step.py: what ``get_params`` costs
+    per parameter in a user's step loop). A strategy's variable takes the usual path."""
+    if type(variable) is not resource_variable_ops.ResourceVariable:
+        return np.array(variable.numpy())
+    return np.array(gen_resource_variable_ops.read_variable_op(variable.handle, variable.dtype))
 
 
 @dataclass(frozen=True)
@@ -809,13 +821,13 @@ class Sampler:
     # -- state -----------------------------------------------------------------------------
     @property
     def iteration(self) -> int:
-        return int(self._iteration.numpy())
+        return int(read_now(self._iteration))
 
     @property
     def log_posterior(self) -> np.ndarray | float:
         """The minibatch log-posterior estimate the last iteration made (at the state it started
         from): a float for one chain, ``(n_chains,)`` for several."""
-        value = self._last_log_post.numpy()
+        value = read_now(self._last_log_post)
         return float(value[0]) if self.n_chains == 1 else value
 
     def reset(self) -> None:
@@ -946,7 +958,7 @@ class Sampler:
     def get_params(self) -> dict[str, np.ndarray]:
         """The current state on the user's (constrained) scale, as numpy arrays."""
         self.require_initialised()
-        values = {k: np.array(v.numpy()) for k, v in self.params.items()}
+        values = {k: read_now(v) for k, v in self.params.items()}
         return values if self.constraints is None else self.constraints.to_constrained(values)
 
     def require_initialised(self) -> None:

@@ -6,7 +6,7 @@ See :mod:`sgmcmc.step.contract` for the kernel protocol every dynamics follows a
 
 from ..contract import Estimate, Kernel, stepsize_at
 from .baoab import BAOAB
-from .base import Dynamics, KernelContext, Segment
+from .base import Dynamics, KernelContext, Segment, Stage
 from .cir import SCIR, SGRLD
 from .cyclical import CSGHMC, CSGLD
 from .hamcmc import HAMCMC
@@ -19,5 +19,5 @@ from .sgnht import SGNHT
 
 __all__ = [
     "BAOAB", "CSGHMC", "CSGLD", "Dynamics", "Estimate", "HAMCMC", "Kernel", "KernelContext", "OSGLD", "PSGLD", "SCIR", "SGD", "SGHMC",
-    "SGLD", "SGNHT", "SGRLD", "Segment", "stepsize_at",
+    "SGLD", "SGNHT", "SGRLD", "Segment", "Stage", "stepsize_at",
 ]

@@ -114,6 +114,16 @@ class Segment(NamedTuple):
         return max(0, (self.n_iters - self.skip) // self.thin)
 
 
+class Stage(NamedTuple):
+    """A stretch of iterations in one stage of the kernel (:meth:`Dynamics.stages`): its length,
+    whether its iterations are draws that may be kept (False: cyclical SG-MCMC's exploration), and
+    the label of its kept draws (None: untagged)."""
+
+    n_iters: int
+    keepable: bool
+    label: int | None = None
+
+
 class Dynamics:
     """The traits every kernel class declares (defaults here) and its constructor from the
     public arguments.
@@ -268,6 +278,14 @@ class Dynamics:
         of ``n_iters``. From the public ``arguments`` (as for :meth:`from_arguments`), before any
         sampler exists, so that a plan keeping nothing is refused before the set-up's checks."""
         return [Segment(n_iters, burn_in, thin)]
+
+    def stages(self, first: int, n_iters: int) -> list[Stage]:
+        """The iterations ``first … first + n_iters − 1`` (1-based, the global counter) cut where
+        the kernel's stage changes: whether each stretch's iterations may be kept as draws, and
+        the label of its kept draws (``Samples.cycle``). :func:`sgmcmc.sample_chain` keeps only
+        from keepable stretches, so a ``*_setup`` sampler's run keeps what the whole-chain run
+        keeps. The default is one keepable, unlabelled stretch."""
+        return [Stage(n_iters, True, None)]
 
     def after_run(self, kernel_state: Any) -> str | None:
         """What a run's end should warn about, read from the kernel's auxiliary state

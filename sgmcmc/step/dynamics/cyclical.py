@@ -17,7 +17,9 @@ multiplication of the normal draws by a scalar 0/1 (the kernel runs inside compi
 the draws, and every later iteration's, are those of the plain sampler with the same seed.
 
 The whole-chain run keeps only sampling-stage iterations (:meth:`CSGLD.segments`): ``burn_in``
-and ``thin`` apply within each cycle's sampling stage. With K not divisible by M the last cycle
+and ``thin`` apply within each cycle's sampling stage. :func:`sgmcmc.sample_chain` on a
+``*_setup`` sampler keeps only sampling-stage iterations too (:meth:`_Cyclical.stages`; its
+``burn_in`` and ``thin`` count on the global counter, as for every sampler). With K not divisible by M the last cycle
 is shorter (C − (MC − K) iterations), and when ⌈K/C⌉ < M fewer than M cycles fit in K (K = 10,
 M = 6: C = 2, five cycles); past K the cycles continue (the step-by-step API).
 """
@@ -34,7 +36,7 @@ import tensorflow as tf
 from ... import checks
 from ...schedules import cosine_cycle
 from ..contract import Estimate, Estimator, Params
-from .base import KernelContext, PublicFunctions, Segment
+from .base import KernelContext, PublicFunctions, Segment, Stage
 from .sghmc import SGHMC
 from .sgld import SGLD
 
@@ -194,6 +196,21 @@ class _Cyclical:
                 f"apply within its sampling stage. Give a smaller burn_in, thin or exploration, or fewer cycles"
             )
         return plan
+
+    def stages(self, first: int, n_iters: int) -> list[Stage]:
+        """Exploration and sampling stretches of iterations ``first … first + n_iters − 1``: r_k < β
+        decides, as in the kernel (mod(k − 1, C) < the exploration length, past K too); a
+        sampling stretch is labelled with its cycle, (k − 1) // C."""
+        period = math.ceil(self.n_iters / self.n_cycles)
+        explore = exploration_iterations(self.n_iters, self.n_cycles, self.exploration)
+        out, t, end = [], first, first + n_iters
+        while t < end:
+            cycle, position = divmod(t - 1, period)
+            keepable = position >= explore
+            stop = min(end, cycle * period + 1 + (period if keepable else explore))
+            out.append(Stage(stop - t, keepable, cycle if keepable else None))
+            t = stop
+        return out
 
 
 @dataclass(frozen=True)
