@@ -96,18 +96,11 @@ def _sample(
         if keep.count_until(chain.n_iters) == 0:
             raise ValueError(f"burn_in={burn_in} with n_iters={n_iters} and thin={thin} keeps no iteration")
         init_sess(sampler, verbose)
-    stages = sampler.kernel.stages(sampler.iteration + 1, chain.n_iters)
-    if len(stages) == 1 and stages[0].keepable and stages[0].label is None:
-        samples = run_chain(
-            sampler, chain.n_iters, keep, store_gradients=chain.store_gradients, verbose=verbose,
-            settings=sampler.settings, continuation=continuation,
-        )
-    else:  # cyclical: exploration iterations are not draws
-        pieces, t = [], sampler.iteration
-        for stage in stages:
-            t += stage.n_iters
-            pieces.append((stage.n_iters, keep if stage.keepable else Keep(t, 1), stage.label))
-        samples = _run_pieces(sampler, pieces, chain, verbose, sampler.settings, continuation)
+    pieces, t = [], sampler.iteration
+    for stage in sampler.kernel.stages(t + 1, chain.n_iters):  # one for most kernels
+        t += stage.n_iters
+        pieces.append((stage.n_iters, keep if stage.keepable else Keep(t, 1), stage.label))  # Keep(t, 1) keeps none
+    samples = _run_pieces(sampler, pieces, chain, verbose, sampler.settings, continuation)
     warn_after_run(sampler)
     return samples
 
@@ -116,13 +109,16 @@ def _run_pieces(sampler: Sampler, pieces: list[tuple[int, Keep, int | None]], ch
                 settings: dict, continuation: str) -> Samples:
     """Stretches of one chain run one after the other (each continues the state, the counter and
     so the draws), ``(n_iters, keep, label)`` each, their kept draws joined with ``Samples.cycle``
-    holding each draw's label (−1: unlabelled) when any has one. An exception in a stretch
-    carries every draw kept so far, as from one run."""
+    holding each draw's label (−1: unlabelled) when any has one; one unlabelled stretch's
+    draws as ``run_chain`` returned them (not copied). An exception in a stretch carries every
+    draw kept so far, as from one run."""
     parts: list[Samples] = []
     labels: list[np.ndarray] = []
+    labelled = any(label is not None for _, _, label in pieces)
 
     def joined(parts: list[Samples]) -> Samples:
-        labelled = any(label is not None for _, _, label in pieces)
+        if len(parts) == 1 and not labelled:
+            return parts[0]
         return concatenate_draws(parts, np.concatenate(labels[:len(parts)]) if labelled else None, settings=settings)
 
     for n_iters, keep, label in pieces:

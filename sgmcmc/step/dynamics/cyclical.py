@@ -19,9 +19,10 @@ the draws, and every later iteration's, are those of the plain sampler with the 
 The whole-chain run keeps only sampling-stage iterations (:meth:`CSGLD.segments`): ``burn_in``
 and ``thin`` apply within each cycle's sampling stage. :func:`sgmcmc.sample_chain` on a
 ``*_setup`` sampler keeps only sampling-stage iterations too (:meth:`_Cyclical.stages`; its
-``burn_in`` and ``thin`` count on the global counter, as for every sampler). With K not divisible by M the last cycle
-is shorter (C − (MC − K) iterations), and when ⌈K/C⌉ < M fewer than M cycles fit in K (K = 10,
-M = 6: C = 2, five cycles); past K the cycles continue (the step-by-step API).
+``burn_in`` and ``thin`` count on the global counter, as for every sampler). With K not
+divisible by M the last cycle is shorter (C − (MC − K) iterations), and when ⌈K/C⌉ < M fewer
+than M cycles fit in K (K = 10, M = 6: C = 2, five cycles); past K the cycles continue (the
+step-by-step API).
 """
 
 from __future__ import annotations
