@@ -9,7 +9,9 @@ several chains in one compiled loop, and the analysis of their output.
 from importlib.metadata import PackageNotFoundError, version as _version
 
 from ._quiet import import_tensorflow_quietly as _import_tensorflow_quietly
+from ._xla_flags import set_package_flags as _set_xla_flags
 
+_set_xla_flags()  # before the first XLA compilation: see sgmcmc/_xla_flags.py
 _import_tensorflow_quietly()  # before anything imports TensorFlow: see sgmcmc/_quiet.py
 
 from .analysis import full_gradients, ksd, plot_trace, stein_thin, summary, to_inference_data, zv

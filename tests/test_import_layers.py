@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sgmcmc"
 
 #: From the top down. A folder (or top-level module) may import only itself and what is
 #: listed after it; the modules on one line of the bottom floor import nothing of each other
-#: but ``errors``/``_quiet``/``graph_options``/``data`` (listed in that order below).
+#: but ``errors``/``_xla_flags``/``_quiet``/``graph_options``/``data`` (listed in that order below).
 LAYERS = [
     "__init__",
     "keras",
@@ -40,6 +40,7 @@ LAYERS = [
     "programs",
     "graph_options",
     "_quiet",
+    "_xla_flags",
     "errors",
 ]
 

@@ -171,8 +171,10 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
     its last estimate from a separate program on the storage stream (Sampler.estimate_for_storage's
     fallback; here forced by a 0-byte limit). The chain goes on unchanged, bit for bit, and the
     boundary entry is the estimate at the last kept state: with n = N (every row, no draw) the
-    exact one, which the whole run's next iteration also makes (float32: rtol 1e-6, different
-    programs may round differently). SAGA: the program must not write the table (``for_storage``;
+    exact one, which the whole run's next iteration also makes (float32, rtol 1e-5: the two
+    programs sum the 1,000 rows' terms in their own orders; measured 0 under XLA's fusion
+    emitters, 1.3e-6 and 2.3e-6 under the package's XLA flags (sgmcmc/_xla_flags.py), where the
+    neighbouring kept entries, one thinning group away, differ by 8–15, relative 0.3–4). SAGA: the program must not write the table (``for_storage``;
     checked: the table-writing estimator in its place changes 88 of the 200 continued entries)."""
     monkeypatch.setattr(sgmcmc.run.sampler, "STORAGE_SNAPSHOT_BYTES", 0)
     model = small_gauss
@@ -189,8 +191,8 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
     boundary = (first.log_posterior[:, -1], first.gradients["theta"][:, -1])
     assert np.all(np.isfinite(boundary[0])) and np.all(np.isfinite(boundary[1]))
     if minibatch_size == model.n_rows:
-        np.testing.assert_allclose(boundary[0], whole.log_posterior[:, 49], rtol=1e-6)
-        np.testing.assert_allclose(boundary[1], whole.gradients["theta"][:, 49], rtol=1e-6)
+        np.testing.assert_allclose(boundary[0], whole.log_posterior[:, 49], rtol=1e-5)
+        np.testing.assert_allclose(boundary[1], whole.gradients["theta"][:, 49], rtol=1e-5)
 
 
 def test_a_failing_end_of_run_estimate_keeps_every_sample(small_gauss, monkeypatch):
