@@ -15,10 +15,11 @@ Two flags join ``XLA_FLAGS`` at ``import sgmcmc`` on x86-64 (``sgmcmc/__init__.p
   element alike. TensorFlow's own kernels (Eigen matrix products) are built for AVX anyway.
 
 Measured (benchmarks/bench_xla_compile.py, benchmarks/RESULTS.md "Round 6, session 6"): nine fresh
-samplers' XLA compile 6.2 s → 3.6 s with either flag set (medians of 3), the same bits for the
-emitters alone; covertype-shaped SGLD's compiled loop as fast (81–108 µs/it against 84–96,
-noise); the suite 1,202 → 958 s (CPU 2,271 → 1,807 s). The capped ISA changes bits (no FMA): 32 of
-the 61 recorded chains of tests/chain_fingerprints.py were re-recorded.
+samplers' XLA compile 6.2 s → 3.6 s with the classic emitters, with or without the AVX cap
+(medians of 3; the same bits without the cap); covertype-shaped SGLD's compiled loop as fast
+(81–108 µs/it against 84–96, noise); the suite 1,202 → 958–1,035 s (CPU 2,271 → 1,807–1,940 s).
+The capped ISA changes bits (no FMA): 32 of the 61 recorded chains of tests/chain_fingerprints.py
+were re-recorded.
 
 XLA reads ``XLA_FLAGS`` once, at the process's first XLA compilation: the flags have no effect if
 something compiled with XLA before ``import sgmcmc``. They apply to the whole process (a user's
