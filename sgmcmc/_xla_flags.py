@@ -24,8 +24,8 @@ were re-recorded.
 XLA reads ``XLA_FLAGS`` once, at the process's first XLA compilation: the flags have no effect if
 something compiled with XLA before ``import sgmcmc``. They apply to the whole process (a user's
 own ``jit_compile=True`` functions too, and the processes it starts, which inherit the
-environment). A user who names a flag in ``XLA_FLAGS`` keeps their
-value (e.g. ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true`` restores XLA's default emitters).
+environment). A user who names a flag in ``XLA_FLAGS`` keeps their value (e.g.
+``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true`` restores XLA's default emitters).
 Other machines (aarch64) keep XLA's defaults: the ISA cap is x86's.
 """
 

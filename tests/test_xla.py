@@ -161,10 +161,9 @@ def test_xla_compiles_with_the_package_flags_after_import(tmp_path):
     """XLA reads ``XLA_FLAGS`` at its first compilation, after ``import sgmcmc``: its dump of the
     options it ran with (non-default values only) shows the flags. Fails with the call in
     ``sgmcmc/__init__.py`` removed (the dump names only ``xla_dump_to``)."""
-    import os
     import platform
-    import subprocess
-    import sys
+
+    from test_validation import _python
 
     if platform.machine() != "x86_64":
         pytest.skip("the flags are set on x86-64 only")
@@ -173,8 +172,8 @@ def test_xla_compiles_with_the_package_flags_after_import(tmp_path):
         "import sgmcmc, tensorflow as tf\n"
         "tf.function(lambda x: 2 * x + 1, jit_compile=True)(tf.constant([1.0]))\n"
     )
-    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, timeout=300)
+    done = _python(code, XLA_FLAGS=f"--xla_dump_to={dump}")
+    assert done.returncode == 0, done.stderr
     options = "".join(path.read_text() for path in dump.glob("*debug_options"))
     assert f"xla_dump_to: \"{dump}\"" in options
     assert "xla_cpu_use_fusion_emitters: false" in options
