@@ -1,5 +1,5 @@
-"""Every ```python block of README.md runs, in a fresh process, as a newcomer would run it: no
-warning, nothing on stderr but progress bars, and the numbers the README quotes (issue 44).
+"""Every ```python block of README.md runs in a process of its own, as a newcomer would run it:
+no warning, nothing on stderr but progress bars, and the numbers the README quotes (issue 44).
 
 The README's conventions (its "README examples are tests" paragraph says the same to readers):
 
@@ -343,11 +343,12 @@ class Runner:
     imported sgmcmc, forking one child per group; ``import_stderr`` is what that import printed."""
 
     def __init__(self, directory: Path):
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("readme_runner.py"))], cwd=directory,
-            env=user_environment(directory / "user_cache"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(directory / "import_stderr.txt", "w"), text=True,
-        )
+        with open(directory / "import_stderr.txt", "w") as import_stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("readme_runner.py"))], cwd=directory,
+                env=user_environment(directory / "user_cache"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=import_stderr, text=True,
+            )
         ready = self.process.stdout.readline()
         self.import_stderr = (directory / "import_stderr.txt").read_text()
         assert ready == "READY\n", f"the README runner did not start:\n{self.import_stderr[-4000:]}"
