@@ -67,7 +67,8 @@ RTOL = 0.02
 #: What separates the blocks of a group on stdout and stderr.
 SENTINEL = "@@README-BLOCK-END@@"
 
-#: Wall-clock limit for one group (the slowest, the Keras example, takes ~40 s on 2 cores).
+#: Wall-clock limit for one group (the slowest, the Keras example, takes ~40 s on 2 cores): the
+#: runner's alarm in the group's process (tests/readme_runner.py).
 TIMEOUT = 600
 
 _NUMBER = r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -346,7 +347,8 @@ class Runner:
         with open(directory / "import_stderr.txt", "w") as import_stderr:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("readme_runner.py"))], cwd=directory,
-                env=user_environment(directory / "user_cache"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env={**user_environment(directory / "user_cache"), "README_RUNNER_TIMEOUT": str(TIMEOUT)},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=import_stderr, text=True,
             )
         ready = self.process.stdout.readline()
