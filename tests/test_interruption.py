@@ -175,7 +175,8 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
     programs sum the 1,000 rows' terms in their own orders; measured 0 under XLA's fusion
     emitters, 1.3e-6 and 2.3e-6 under the package's XLA flags (sgmcmc/_xla_flags.py), where the
     neighbouring kept entries, one thinning group away, differ by 8–15, relative 0.3–4). SAGA:
-    the program must not write the table (``for_storage``; checked: the table-writing estimator in its place changes 88 of the 200 continued entries)."""
+    the program must not write the table (``for_storage``; checked: the table-writing estimator
+    in its place changes 88 of the 200 continued entries)."""
     monkeypatch.setattr(sgmcmc.run.sampler, "STORAGE_SNAPSHOT_BYTES", 0)
     model = small_gauss
     args = dict(log_prior=model.log_prior, minibatch_size=minibatch_size, seed=5, n_chains=2, estimator=estimator)

@@ -388,7 +388,8 @@ def import_order_problem(group: list[Block]) -> str | None:
         if "sgmcmc" in names:
             return None
         if set(names) & {"tensorflow", "tensorflow_probability", "keras", "tf_keras"}:
-            return f"README.md line {group[0].line}: {line!r} comes before `import sgmcmc`: a fresh process prints TensorFlow's start-up lines"
+            return (f"README.md line {group[0].line}: {line!r} comes before `import sgmcmc`: a fresh process "
+                    f"prints TensorFlow's start-up lines")
     return None
 
 
