@@ -131,3 +131,20 @@ def test_vectorised_first_distinct_equals_the_one_by_one_rule():
         assert ok == (len(seen) >= 6)
         if ok:
             assert out.tolist() == seen[:6]
+
+
+@pytest.mark.parametrize("n_rows, batch_size", [(3_000, 500), (12, 6), (40, 20)])
+def test_the_all_rows_path_equals_the_look_for_repeat_free_rows(n_rows, batch_size, monkeypatch):
+    """Where a repeat in the first n draws is likely (prod(1 - i/N) < 1/2), ``_choose`` sends
+    every row to first_distinct without first looking for repeat-free ones; the minibatches are
+    the same bits either way, the redraw of short rows included (N = 12, n = 6 with M = n + 1
+    redraws often; 3 chains, L = 2, 400 iterations). Fails on a patched copy whose all-rows path
+    keeps the n smallest distinct values, or skips the redraw."""
+    monkeypatch.setattr(sgmcmc.data.minibatch, "draws_for_distinct",
+                        lambda n, b: b + 1 if n == 12 else draws_for_distinct(n, b))  # the module's own
+    fast = MinibatchIndices(n_rows, batch_size, per_iteration=2)
+    checked = MinibatchIndices(n_rows, batch_size, per_iteration=2)
+    checked.p_no_repeat = 1.0  # force the look for repeat-free rows
+    assert fast.p_no_repeat < 0.5
+    np.testing.assert_array_equal(fast.draw(3, CHAIN_STREAM, np.arange(3), 17, 400),
+                                  checked.draw(3, CHAIN_STREAM, np.arange(3), 17, 400))

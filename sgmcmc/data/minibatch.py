@@ -17,7 +17,8 @@ How n rows of N are chosen (exactly SPEC §3):
   hold fewer, the whole draw is repeated from a fresh counter (attempt a ≥ 1 in the counter's
   top word), which keeps the result exact. Rows whose first n draws are distinct (81 % for
   n = 500, N = 581,012) are found by one vectorised sort; the others by two more
-  (:func:`first_distinct`).
+  (:func:`first_distinct`). Where a repeat-free row is unlikely (prod (1 − i/N) < ½: N = 3,000,
+  n = 500), every row goes to :func:`first_distinct` at once: 38 → 26 ms for 1,000 minibatches.
 * n > N/2: the rows of the n largest of N i.i.d. 53-bit keys (a tie has probability ~N²/2^54).
 * n = N: every row in order (no draw: the log-likelihood is a sum).
 """
@@ -105,6 +106,10 @@ class MinibatchIndices:
         else:
             self.mode, width = "distinct", draws_for_distinct(self.n_rows, self.batch_size)
         self.width = width  # 64-bit words one minibatch uses
+        #: The chance that a minibatch's first n draws are distinct, prod (1 - i/N): below 1/2,
+        #: :meth:`_choose` skips the look for repeat-free rows (the same result either way).
+        steps = np.arange(self.batch_size, dtype=np.float64) / max(self.n_rows, 1)
+        self.p_no_repeat = float(np.exp(np.sum(np.log1p(-np.minimum(steps, 1.0))))) if width else 1.0
         self.blocks_per_iteration = -(-self.per_iteration * width // 4)
 
     def draw(self, seed: int, stream: int, chains: np.ndarray, t0: int, n_iters: int) -> np.ndarray:
@@ -135,16 +140,21 @@ class MinibatchIndices:
             keys = words >> np.uint64(11)
             return np.argpartition(keys, self.n_rows - n, axis=-1)[..., self.n_rows - n :].astype(np.int64)
         values = (words % big_n).astype(np.int64)
-        chosen = values[..., :n].copy()
-        ordered = np.sort(chosen, axis=-1)
-        repeats = np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1)
-        where = np.nonzero(repeats)
-        if len(where[0]):
+        if self.p_no_repeat < 0.5:  # nearly every row has a repeat: all rows at once (the same result)
+            firsts, enough = first_distinct(values.reshape(-1, self.width), n)
+            chosen = firsts.reshape(*values.shape[:-1], n)
+            where = np.unravel_index(np.arange(enough.size), values.shape[:-1])
+        else:
+            chosen = values[..., :n].copy()
+            ordered = np.sort(chosen, axis=-1)
+            where = np.nonzero(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
+            if not len(where[0]):
+                return chosen
             firsts, enough = first_distinct(values[where], n)
             chosen[where] = firsts
-            for j in np.flatnonzero(~enough):  # fewer than n distinct in M draws: draw again
-                i, d = int(where[0][j]), int(where[1][j])
-                chosen[i, d] = self._first_distinct(values[i, d], key, int(t0) + i, d)
+        for j in np.flatnonzero(~enough):  # fewer than n distinct in M draws: draw again
+            i, d = int(where[0][j]), int(where[1][j])
+            chosen[i, d] = self._first_distinct(values[i, d], key, int(t0) + i, d)
         return chosen
 
     def _first_distinct(self, values: np.ndarray, key: int, t_before: int, d: int) -> np.ndarray:
