@@ -523,3 +523,23 @@ def test_tuner_warns_when_the_softest_direction_cannot_mix():
     ess_soft = float(az.ess(along[None, :]))
     print("softest direction: mean", along.mean(), "sd", along.std(), "ess", ess_soft, mixing)
     assert abs(along.mean()) > 0.3 or along.std() < 0.8 or ess_soft < 100, (along.mean(), along.std(), ess_soft, mixing)
+
+
+@pytest.mark.parametrize("budget, forced, xla", [(2_000 * 20, None, False), (2_000 * 20 * 100, None, True),
+                                                 (2_000 * 20, "1", True), (2_000 * 20 * 100, "0", False)])
+def test_the_candidates_compile_by_the_budgets_iterations(model, monkeypatch, budget, forced, xla):
+    """The tuner's samplers run in graph mode when all the candidates' iterations together,
+    budget / (n · gradient evaluations per iteration), are at most GRAPH_MODE_ITERATIONS (20,000:
+    2,000 here at n = 20), in XLA when more (200,000), and as SGMCMC_XLA says when it is set —
+    decided before anything is compiled. Fails on a patched copy that compares the budget itself
+    with the limit (both budgets over it), or that ignores SGMCMC_XLA."""
+    from sgmcmc.tuning import stepsize_search
+
+    if forced is None:
+        monkeypatch.delenv("SGMCMC_XLA", raising=False)
+    else:
+        monkeypatch.setenv("SGMCMC_XLA", forced)
+    search = stepsize_search._Search("sgld", model["log_lik"], model["data"], model["start"], model["log_prior"],
+                                     [20], 0, False, 256, {}, budget)
+    assert [s.jit_compile for s in search.built.values()] == [xla]
+    assert not any(s._functions for s in search.built.values())  # nothing compiled yet

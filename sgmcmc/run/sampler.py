@@ -20,8 +20,9 @@ gradients are unconstrained, and only :meth:`Sampler.get_params` and the returne
 back to the constrained scale.
 
 Compilation mode (:attr:`Sampler.jit_compile`): XLA (``tf.function(jit_compile=True)``) by
-default, except SAGA and OSGLD, which XLA slows down (10× and 5×), and the count models (not
-measured); ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
+default, except SAGA and OSGLD, which XLA slows down (10× and 5×), the count models (not
+measured) and ``tune_stepsize``'s short candidate runs (``GRAPH_MODE_ITERATIONS``);
+``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
 arrive as blocks gathered on the host (:mod:`sgmcmc.data.pipeline`), so the loop has no sampler of its
 own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
 for every minibatch kind and chain count measured). Under XLA the step API calls the loop's own

@@ -106,6 +106,7 @@ from ..data.stream import is_batch_stream
 from ..api import samplers
 from ..api.runs import sample_chain
 from ..api.session import init_sess
+from ..run.sampler import default_jit_compile
 from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
@@ -138,6 +139,14 @@ CAP_POWER_ITERATION = (100, 1e-4, 0)
 
 #: The post-run check of pSGLD and HAMCMC: the CV samplers' own check (30 products, 1e-3).
 AFTER_RUN_POWER_ITERATION = (30, 1e-3, 0)
+#: The candidates run in graph mode when all their iterations together are at most this many
+#: (:meth:`_Search._choose_compilation`): in short runs XLA's compile (0.25–0.5 s a program for a
+#: small model, each sampler compiling several) costs more than its faster iterations save.
+#: Measured: test_tuning + test_auto_tuning 108.8 → 88.8–92.1 CPU s in graph mode (the same
+#: choices; ill_conditioned's quick tuner 7.4 → 4.1 s, the same survivors every round); the
+#: covertype-shaped default (N = 581,012, n = 500, budget 100 N: 116,000 iterations) 33.4 →
+#: 41.3 s of runs in graph mode (68 µs an iteration more), so it keeps XLA.
+GRAPH_MODE_ITERATIONS = 20_000
 
 
 class _Tunable(Schedule):
@@ -456,9 +465,10 @@ def tune_stepsize(
             "the pipeline with the stepsize chosen"
         )
     sizes = list(minibatch_sizes) if minibatch_sizes is not None else [minibatch_size]
-    search = _Search(name, log_lik, dataset, params, log_prior, sizes, seed, verbose, max_exact_dim, sampler_kwargs)
+    search = _Search(name, log_lik, dataset, params, log_prior, sizes, seed, verbose, max_exact_dim, sampler_kwargs,
+                     budget)
     survivors = search.screen(stepsizes, n_candidates)
-    budget = int(100 * search.n_rows) if budget is None else int(budget)
+    budget = search.budget
     n_rounds = max(1, math.ceil(math.log2(len(survivors))))
     search.save_starting_states()
     for rnd in range(n_rounds):
@@ -475,7 +485,8 @@ class _Search:
     :meth:`finish` (the table, the choice, the mixing warning)."""
 
     def __init__(self, name: str, log_lik: Callable, dataset: Any, params: Mapping[str, Any], log_prior: Callable | None,
-                 sizes: Sequence[float], seed: int, verbose: bool, max_exact_dim: int, sampler_kwargs: dict):
+                 sizes: Sequence[float], seed: int, verbose: bool, max_exact_dim: int, sampler_kwargs: dict,
+                 budget: int | None = None):
         setup = _setup_function(name)
         signature = inspect.signature(setup).parameters
         accepted = set(signature)
@@ -493,6 +504,8 @@ class _Search:
             self.built[mb] = setup(log_lik, dataset, params, self.tunable, log_prior=log_prior, minibatch_size=mb,
                                    seed=seed, check_stepsize=False, **sampler_kwargs)  # the cap judges every candidate
         first = self.first = self.built[self.sizes[0]]
+        self.budget = int(100 * first.n_rows) if budget is None else int(budget)
+        self._choose_compilation(first.kernel.gradient_evaluations)
         init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
         at = first.estimator.mode if first.control_variate is not None else first.params
         self.point = point = {k: v.read_value() for k, v in at.items()}
@@ -519,6 +532,16 @@ class _Search:
         self.spent = 0
         self.stopped = False
         self.choice: int | None = None
+
+    def _choose_compilation(self, per_iter: int) -> None:
+        """Graph mode for every sampler (before anything is compiled, the CV mode search included)
+        when all the candidates' iterations together, at most budget / (n · gradient evaluations
+        per iteration), are at most :data:`GRAPH_MODE_ITERATIONS`; else the sampler's own mode.
+        ``SGMCMC_XLA`` still decides when set. The choice changes the candidates' KSDs in their
+        last bits, not the chain the user then runs."""
+        iterations = self.budget // max(1, min(s.batch_size for s in self.built.values()) * per_iter)
+        for sampler in self.built.values():
+            sampler.jit_compile = default_jit_compile(sampler.jit_compile and iterations > GRAPH_MODE_ITERATIONS)
 
     def screen(self, stepsizes: Sequence[float] | None, n_candidates: int) -> list[int]:
         """The candidates (stepsize × minibatch size; a default grid from the cap when
