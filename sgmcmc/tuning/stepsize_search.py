@@ -141,7 +141,7 @@ CAP_POWER_ITERATION = (100, 1e-4, 0)
 AFTER_RUN_POWER_ITERATION = (30, 1e-3, 0)
 #: The candidates run in graph mode when all their iterations together are at most this many
 #: (:meth:`_Search._choose_compilation`): in short runs XLA's compile (0.25–0.5 s a program for a
-#: small model, each sampler compiling several) costs more than its faster iterations save.
+#: small model) costs more than its faster iterations save.
 #: Measured: test_tuning + test_auto_tuning 108.8 → 88.8–92.1 CPU s in graph mode (the same
 #: choices; ill_conditioned's quick tuner 7.4 → 4.1 s, the same survivors every round); the
 #: covertype-shaped default (N = 581,012, n = 500, budget 100 N: 116,000 iterations) 33.4 →
@@ -413,7 +413,9 @@ def tune_stepsize(
     budget
         Per-row gradient evaluations of all the candidates' runs together (default 100 N: a
         hundred passes over the data). Raises ValueError when the first round would get fewer
-        than ``min_iters`` iterations per candidate.
+        than ``min_iters`` iterations per candidate. A budget of at most
+        :data:`GRAPH_MODE_ITERATIONS` iterations in all runs the candidates in graph mode (XLA's
+        compile would cost more than it saves; ``SGMCMC_XLA`` decides when set).
     max_seconds
         Optional wall-clock cap: no new run starts after it; the choice is then the best of the
         last round reached (candidates with fewer iterations are not compared with it).
@@ -534,9 +536,9 @@ class _Search:
         self.choice: int | None = None
 
     def _choose_compilation(self, per_iter: int) -> None:
-        """Graph mode for every sampler (before anything is compiled, the CV mode search included)
-        when all the candidates' iterations together, at most budget / (n · gradient evaluations
-        per iteration), are at most :data:`GRAPH_MODE_ITERATIONS`; else the sampler's own mode.
+        """Graph mode for every sampler (set before anything of theirs is compiled) when all the
+        candidates' iterations together, at most budget / (n · gradient evaluations per
+        iteration), are at most :data:`GRAPH_MODE_ITERATIONS`; else the sampler's own mode.
         ``SGMCMC_XLA`` still decides when set. The choice changes the candidates' KSDs in their
         last bits, not the chain the user then runs."""
         iterations = self.budget // max(1, min(s.batch_size for s in self.built.values()) * per_iter)
