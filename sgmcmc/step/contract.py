@@ -95,52 +95,56 @@ class BoundEstimator:
     def on_one_batch(self) -> Callable[[Params], Estimate]:
         return self.estimator.on_one_batch(self.minibatches.next(), self.rng, self.t)
 
-    def repeat(self, step: Callable[[Any, bool], tuple[Any, Estimate]], state: Any, times: int, rng) -> tuple[Any, Estimate]:
-        """``state, est = step(state, first)`` ``times`` times (``first`` is True the first time):
-        the final state and the first time's estimate.
+    def repeat(self, step: Callable[[Any, tf.Tensor], tuple[Any, Estimate]], state: Any, times: int, rng) -> tuple[Any, Estimate]:
+        """``state, est = step(state, first)`` ``times`` times, ``first`` a scalar boolean tensor
+        (true the first time): the final state and the first time's estimate. ``state[0]`` is the
+        parameters (``[K, …]`` by name), which give the estimate's shapes.
 
-        The first step is written out; the others run in a ``tf.while_loop``, so ``step`` (with
-        the estimator and its vectorisation over chains) is traced twice whatever ``times`` is.
-        Repeat k takes the minibatches and random draws that writing the steps out would give it
-        (the same bits): each step must take as many minibatches and make as many calls of
-        ``rng`` as the first (checked while tracing). ``rng`` must be the estimator's own.
-        (Written out, SGHMC traced its estimator L times: a fresh SGHMC-CV at L = 5 cost 6.5 CPU s,
-        in the loop 4.1; benchmarks/RESULTS.md, "SGHMC's kicks in a loop".)
+        Every step runs in one ``tf.while_loop``, so ``step`` (with the estimator and its
+        vectorisation over chains) is traced once whatever ``times`` is. Step k takes the
+        minibatches and random draws that writing the steps out would give it (the same bits):
+        the loop carries how many of each the steps before it took, and each step must take as
+        many as the first (checked while tracing). ``rng`` must be the estimator's own. (Written
+        out, SGHMC traced its estimator L times: a fresh SGHMC-CV at L = 5 cost 6.5 CPU s, with
+        the first step written out and the rest in a loop 4.1; benchmarks/RESULTS.md, "SGHMC's
+        kicks in a loop". One trace: see "Round 6, session 8".)
         """
         if rng is not self.rng:
             raise ValueError("repeat needs the estimator's own random-number source")
         minibatches = self.minibatches
         taken, calls = minibatches.taken, rng.calls
-        state, first = step(state, True)
-        if times <= 1:
-            return state, first
-        batches_per_step, calls_per_step = minibatches.taken - taken, rng.calls - calls
-        taken, calls = minibatches.taken, rng.calls
+        per_step: list[tuple[int, int]] = []
+        params = state[0]
+        like = next(iter(params.values()))
+        first = Estimate(tf.zeros(tf.shape(like)[:1], like.dtype), {k: tf.zeros_like(v) for k, v in params.items()})
+
+        def body(k, batches_before, calls_before, state, first):
+            minibatches.taken, minibatches.offset = taken, batches_before
+            rng.seek(calls, calls_before)
+            is_first = tf.equal(k, 0)
+            state, est = step(state, is_first)
+            per_step.append((minibatches.taken - taken, rng.calls - calls))
+            first = tf.nest.map_structure(lambda kept, new: tf.where(is_first, new, kept), first, est)
+            batches, draws = per_step[-1]
+            return k + 1, batches_before + batches, calls_before + tf.constant(draws, tf.uint64), state, first
+
+        start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64), tf.constant(0, tf.uint64), state, first)
+        try:
+            _, _, _, state, first = tf.while_loop(lambda k, *_: k < times, body, start)
+        finally:
+            minibatches.offset = None
+            rng.seek(calls)
+        if len(set(per_step)) != 1:
+            raise RuntimeError("a repeated step took a different number of minibatches or random draws than the first")
+        batches, draws = per_step[0]
         available = minibatches.available
-        if available is not None and taken + (times - 1) * batches_per_step > available:
+        if available is not None and taken + times * batches > available:
             raise RuntimeError(
                 f"the kernel drew more minibatches per iteration than the {available} its "
                 "minibatches_per_iteration announced"
             )
-
-        def body(k: tf.Tensor, state: Any) -> tuple[tf.Tensor, Any]:
-            minibatches.taken = taken
-            minibatches.offset = tf.cast(k, tf.int64) * batches_per_step
-            rng.seek(calls, tf.cast(k, tf.uint64) * calls_per_step)
-            state, _ = step(state, False)
-            if (minibatches.taken - taken, rng.calls - calls) != (batches_per_step, calls_per_step):
-                raise RuntimeError(
-                    "a repeated step took a different number of minibatches or random draws than the first"
-                )
-            return k + 1, state
-
-        try:
-            _, state = tf.while_loop(lambda k, _: k < times - 1, body, (tf.constant(0, tf.int64), state))
-        finally:
-            minibatches.offset = None
-            rng.seek(calls)
-        minibatches.taken = taken + (times - 1) * batches_per_step
-        rng.seek(calls + (times - 1) * calls_per_step)
+        minibatches.taken = taken + times * batches
+        rng.seek(calls + times * draws)
         return state, first
 
     def with_rows(self, params: Params) -> tuple[Estimate, Params]:

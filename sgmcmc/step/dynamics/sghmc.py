@@ -265,12 +265,13 @@ class SGHMC(Dynamics):
         if self.noise_correction:
             return self._corrected_kicks(params, nu, aux, estimate, rng, eps, noise_on)
 
-        def kick(state, first: bool):
+        def kick(state, first: tf.Tensor):
             params, nu = state
             est = estimate(params)
             noise = switch_noise(rng.normal(params), noise_on)
-            fraction = 0.5 if first else 1.0
-            nu = {k: sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], fraction) for k in params}
+            # the half kick and the full one both computed, one kept: the bits of each as written out
+            nu = {k: tf.where(first, sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], 0.5),
+                              sghmc_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], 1.0)) for k in params}
             return ({k: params[k] + nu[k] for k in params}, nu), est
 
         (params, _), first = estimate.repeat(kick, (params, nu), self.L, rng)
@@ -281,15 +282,16 @@ class SGHMC(Dynamics):
         clipped element-kicks."""
         n_rows, batch_size, replace = minibatch_design(estimate.estimator)
 
-        def kick(state, first: bool):
+        def kick(state, first: tf.Tensor):
             params, nu, clipped = state
             est, rows = estimate.with_rows(params)
             variance = gradient_noise_variance(rows, n_rows, batch_size, replace)
             noise = switch_noise(rng.normal(params), noise_on)
-            fraction = 0.5 if first else 1.0
             new_nu = {}
             for k in params:
-                new_nu[k], negative = corrected_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], variance[k], fraction)
+                half = corrected_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], variance[k], 0.5)
+                full = corrected_kick(nu[k], est.grads[k], noise[k], eps[k], self.alpha[k], variance[k], 1.0)
+                new_nu[k], negative = (tf.where(first, a, b) for a, b in zip(half, full))
                 clipped += tf.reduce_sum(tf.cast(negative, tf.int64), axis=list(range(1, negative.shape.rank)))
             return ({k: params[k] + new_nu[k] for k in params}, new_nu, clipped), est
 
