@@ -103,8 +103,9 @@ class BoundEstimator:
         Every step runs in one ``tf.while_loop``, so ``step`` (with the estimator and its
         vectorisation over chains) is traced once whatever ``times`` is. Step k takes the
         minibatches and random draws that writing the steps out would give it (the same bits):
-        the loop carries how many of each the steps before it took, and each step must take as
-        many as the first (checked while tracing). ``rng`` must be the estimator's own. (Written
+        the loop carries how many of each the steps before it took (what one step takes is
+        counted while its body is traced; a retraced body must take as many). ``rng`` must be the
+        estimator's own. (Written
         out, SGHMC traced its estimator L times: a fresh SGHMC-CV at L = 5 cost 6.5 CPU s, with
         the first step written out and the rest in a loop 4.1; benchmarks/RESULTS.md, "SGHMC's
         kicks in a loop". One trace: see "Round 6, session 8".)
