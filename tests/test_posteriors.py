@@ -110,28 +110,33 @@ def _stationary_cov(name, precision, noise_cov, stepsize, alpha=None, L=None, **
     h = eps / 2 for the first kick after the refresh (leapfrog) and eps for the others.
     """
     d = len(precision)
-    eye, zero = np.eye(d), np.zeros((d, d))
-    cov = np.zeros((d, d))
+    eye = np.eye(d)
     if name.startswith("sgld"):
         a = eye - stepsize * precision / 2
         added = stepsize * eye + (stepsize / 2) ** 2 * noise_cov
+
+        def advance(cov):
+            return a @ cov @ a.T + added
     else:
-        kicks = []  # the L (F, cov of (w, w)) pairs, built once (np.block is slow: 5 s a file)
+        kicks = []  # the L (F, cov of (w, w)) pairs, built once (np.block in the loop was 5 s a file)
         for step in range(L):
             h = stepsize / 2 if step == 0 else stepsize
             f = np.block([[eye - h * precision, (1 - alpha) * eye], [-h * precision, (1 - alpha) * eye]])
             w = h**2 * noise_cov + 2 * alpha * h * eye
             kicks.append((f, np.block([[w, w], [w, w]])))
-        joint = np.zeros((2 * d, 2 * d))
-        joint[d:, d:] = stepsize * eye
-    for _ in range(3_000):  # iterate the covariance map to its fixed point
-        if name.startswith("sgld"):
-            cov = a @ cov @ a.T + added
-        else:
-            joint[:d, :d], joint[:d, d:], joint[d:, :d], joint[d:, d:] = cov, zero, zero, stepsize * eye
+        refreshed = np.zeros((2 * d, 2 * d))  # cov of (theta, nu) after the refresh: nu's block eps I
+        refreshed[d:, d:] = stepsize * eye
+
+        def advance(cov):
+            refreshed[:d, :d] = cov
+            joint = refreshed
             for f, w_joint in kicks:
                 joint = f @ joint @ f.T + w_joint
-            cov = joint[:d, :d]
+            return joint[:d, :d]
+
+    cov = np.zeros((d, d))
+    for _ in range(3_000):  # iterate the covariance map to its fixed point
+        cov = advance(cov)
     return cov
 
 
