@@ -106,10 +106,11 @@ class MinibatchIndices:
         else:
             self.mode, width = "distinct", draws_for_distinct(self.n_rows, self.batch_size)
         self.width = width  # 64-bit words one minibatch uses
-        #: The chance that a minibatch's first n draws are distinct, prod (1 - i/N): below 1/2,
-        #: :meth:`_choose` skips the look for repeat-free rows (the same result either way).
-        steps = np.arange(self.batch_size, dtype=np.float64) / max(self.n_rows, 1)
-        self.p_no_repeat = float(np.exp(np.sum(np.log1p(-np.minimum(steps, 1.0))))) if width else 1.0
+        #: "distinct": the chance that a minibatch's first n draws are distinct, prod (1 - i/N);
+        #: below 1/2, :meth:`_choose` skips the look for repeat-free rows (the same result).
+        self.p_no_repeat = 1.0
+        if self.mode == "distinct":
+            self.p_no_repeat = float(np.exp(np.sum(np.log1p(-np.arange(self.batch_size) / self.n_rows))))
         self.blocks_per_iteration = -(-self.per_iteration * width // 4)
 
     def draw(self, seed: int, stream: int, chains: np.ndarray, t0: int, n_iters: int) -> np.ndarray:
