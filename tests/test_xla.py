@@ -75,19 +75,40 @@ def test_xla_sgld_matches_the_exact_discretised_dynamics(xla, gauss3d, run, r_se
 
 def test_model_xla_cannot_compile_falls_back_to_graph_mode(xla, small_gauss, run, monkeypatch):
     """A ``tf.print`` in log_lik (no XLA kernel): one CompilationWarning, the sampler in graph
-    mode, and exactly the chain graph mode gives from the start."""
+    mode, and exactly the chain graph mode gives from the start. With burn-in and thinning, the
+    failing first call is the whole-chain program's burn-in (``Sampler._run_chunk`` keeping
+    nothing), rerun in graph mode, and the sampling calls follow in graph mode."""
 
     def log_lik(params, dataset):
         tf.print("", output_stream="file:///dev/null")
         return small_gauss.log_lik(params, dataset)
 
     with pytest.warns(sgmcmc.CompilationWarning, match="XLA could not compile"):
-        fell_back = run("sgld", small_gauss, log_lik=log_lik, n_iters=30, seed=3)["theta"]
+        fell_back = run("sgld", small_gauss, log_lik=log_lik, n_iters=30, burn_in=5, thin=2, seed=3)["theta"]
     monkeypatch.setenv("SGMCMC_XLA", "0")
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmcmc.CompilationWarning)
-        graph = run("sgld", small_gauss, log_lik=log_lik, n_iters=30, seed=3)["theta"]
+        graph = run("sgld", small_gauss, log_lik=log_lik, n_iters=30, burn_in=5, thin=2, seed=3)["theta"]
+    assert fell_back.shape == (12, *np.shape(small_gauss.params["theta"]))
     np.testing.assert_array_equal(fell_back, graph)
+
+
+def test_burn_in_and_every_thinning_share_one_compiled_program(xla, small_gauss, setup, monkeypatch):
+    """Under XLA a run's burn-in and its sampling at any thinning are calls of one compiled
+    program (``Sampler._run_chunk``): the iteration is traced once, not once per loop (an advance
+    loop and a sampling loop with a second copy of the step for thin > 1 were three traces and
+    three XLA compilations here). Broken variant checked: ``advance`` through the separate
+    advance program traces twice and fails. What the program keeps is checked against the step
+    API by test_step_api_equals_whole_chain_under_xla."""
+    traces = []
+    step = sgmcmc.run.sampler.Sampler._step
+    monkeypatch.setattr(sgmcmc.run.sampler.Sampler, "_step", lambda self, *a: traces.append(1) or step(self, *a))
+    sampler = setup("sgld", small_gauss, seed=3, n_chains=2, check_stepsize=False)
+    sgmcmc.init_sess(sampler, verbose=False)
+    first = sgmcmc.sample_chain(sampler, 40, verbose=False, burn_in=10, thin=3)
+    more = sgmcmc.sample_chain(sampler, 20, verbose=False, thin=1)
+    assert first["theta"].shape[1] == 10 and more["theta"].shape[1] == 20
+    assert len(traces) == 1
 
 
 def test_bad_sgmcmc_xla_value_is_refused(monkeypatch, small_gauss, setup):

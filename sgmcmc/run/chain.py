@@ -387,7 +387,7 @@ def _continue(
                 if groups:
                     n = groups * group_len
                 chunk = pacer.timed(n, lambda: _chunk_or_sampling_error(
-                    lambda: sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n),
+                    lambda: sampler.sample_groups(groups, group_len, store_gradients) if groups else sampler.advance(n, store_gradients),
                     desc, sampler, it0, n, f"The samples kept until iteration {it0} are in the exception's `samples` attribute",
                     # Not the sampler's iteration: a chunk runs as several compiled calls, and
                     # those before the failing one advanced it without their samples stored.

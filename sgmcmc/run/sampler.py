@@ -1,10 +1,10 @@
 """The sampler object: chain state in variables, and the one compiled step both APIs share.
 
 ``Sampler._step`` is the only place one iteration is written. The whole-chain API traces it
-inside loops (:meth:`Sampler.advance` for iterations kept by nobody, :meth:`Sampler.sample_groups`
-for groups of ``thin`` iterations ending in a kept one: many iterations per call, only kept
-iterations written to ``TensorArray`` s); the step-by-step API runs one iteration
-(:meth:`Sampler.step`). Both pass the same global iteration ``t`` to the same counter-based
+once, inside one loop (:meth:`Sampler._run_chunk`, called by :meth:`Sampler.advance` for
+iterations kept by nobody and by :meth:`Sampler.sample_groups` for groups of ``thin`` iterations
+ending in a kept one: many iterations per call, kept values written to ``TensorArray`` s); the
+step-by-step API runs one iteration (:meth:`Sampler.step`). Both pass the same global iteration ``t`` to the same counter-based
 draws (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by the seed and stream, counter
 (chain, t, call)) and read the same minibatch rows (a function of (seed, stream, chain, t),
 :mod:`sgmcmc.data.minibatch`; from a ``tf.data`` pipeline, its elements in order,
@@ -25,10 +25,11 @@ measured) and ``tune_stepsize``'s short candidate runs (``GRAPH_MODE_ITERATIONS`
 ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
 arrive as blocks gathered on the host (:mod:`sgmcmc.data.pipeline`), so the loop has no sampler of its
 own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
-for every minibatch kind and chain count measured). Under XLA the step API calls the loop's own
-``advance`` program with n = 1 and a block holding one iteration, because two XLA programs of
-the same iteration may round differently in the last bit; in graph mode it calls a step function
-of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
+for every minibatch kind and chain count measured). Under XLA the step API calls an
+``advance`` program with n = 1: a loop around the same step as the whole-chain program's,
+without its storage (whose slots would be copied out at every step), because a program of one iteration
+without a loop may round differently in the last bit (the two loops give the same chain bit for
+bit: tests/test_step_api.py); in graph mode it calls a step function of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
 cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
 first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
 indices where graph mode raises.
@@ -436,17 +437,24 @@ class Sampler:
         self._last_log_post.assign(last)
         return done, diverged_at, last
 
-    def _sample_chunk(self, groups, thin, block, store_gradients: bool, thin_is_one: bool, capacity: int | None = None):
-        """``groups`` groups of ``thin`` iterations from a kept boundary (or the end of burn-in):
-        per group, the estimate its first iteration makes (at the group's starting state) and the
-        state after its last iteration are written. Conditionals are avoided on purpose: each
-        costs a function call per iteration in TensorFlow's executor. ``capacity`` (XLA: a
+    def _run_chunk(self, n, groups, thin, block, store_gradients: bool, capacity: int | None = None):
+        """The whole-chain program: ``n`` iterations, iteration t reading ``block[t − it0 − 1]``;
+        with ``groups`` > 0 (then n = groups × thin) they are groups of ``thin``, and per group
+        the estimate its first iteration makes (at the group's starting state) and the state
+        after its last iteration are written (``groups`` = 0: nothing is kept, burn-in). One loop
+        over iterations, so the step is traced and compiled once for burn-in and sampling at
+        every ``thin`` (two loops, advance and sample, each with its own copy of the step and a
+        second copy inside ``thin > 1``'s groups, were two or three XLA compilations of the
+        iteration: benchmarks/RESULTS.md, round 6 session 9). A value not kept is written to a
+        spare last slot instead of being skipped: no conditional per iteration; a call keeping
+        nothing writes only there, whatever the storage's size. ``capacity`` (XLA: a
         compile-time size, ≥ ``groups``) sizes the storage; only the first ``groups`` slots are
-        written."""
+        filled. Stops at the first non-finite value (the last finite state is written back)."""
         it0 = self._iteration.read_value()
         k = self.n_chains
-        n_groups = tf.cast(groups, tf.int32)
-        size = n_groups if capacity is None else capacity
+        keep = groups > 0
+        size = tf.cast(groups, tf.int32) + 1 if capacity is None else capacity + 1
+        spare = size - 1
         samples = {
             name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
             for name, shape in self.shapes.items()
@@ -458,37 +466,36 @@ class Sampler:
         }
         log_posts = tf.TensorArray(self.dtype, size=size, element_shape=[k])
 
-        def body(j, state, prev, diverged_at, last, samples, grads, log_posts):
-            t = it0 + tf.cast(j, tf.int64) * thin + 1
-            new, est = self._step(state, t, iteration_of(block, t - it0 - 1))
+        def body(i, state, prev, diverged_at, last, samples, grads, log_posts):
+            t = it0 + i + 1
+            new, est = self._step(state, t, iteration_of(block, i))
             ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
-            diverged_at = tf.where(ok, diverged_at, t)
-            prev, state = state, new
-            log_posts = log_posts.write(j, est.log_post)
-            grads = {name: ta.write(j, est.grads[name]) for name, ta in grads.items()}
-            last = est.log_post
-            if not thin_is_one:
-                state, prev, diverged_at, last = self._iterate(state, prev, t, thin - 1, diverged_at, block, it0)[:4]
-            samples = {name: ta.write(j, state[0][name]) for name, ta in samples.items()}
-            return j + 1, state, prev, diverged_at, last, samples, grads, log_posts
+            group = tf.cast(tf.math.floordiv(i, thin), tf.int32)
+            first = tf.where(keep & (tf.math.floormod(i, thin) == 0), group, spare)
+            kept = tf.where(keep & (tf.math.floormod(i, thin) == thin - 1), group, spare)
+            log_posts = log_posts.write(first, est.log_post)
+            grads = {name: ta.write(first, est.grads[name]) for name, ta in grads.items()}
+            samples = {name: ta.write(kept, new[0][name]) for name, ta in samples.items()}
+            return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post, samples, grads, log_posts
 
         state = self._read_state()
-        _, state, prev, diverged_at, last, samples, grads, log_posts = tf.while_loop(
-            lambda j, state, prev, diverged_at, *_: (j < n_groups) & (diverged_at == 0),
+        ran, state, prev, diverged_at, last, samples, grads, log_posts = tf.while_loop(
+            lambda i, state, prev, diverged_at, *_: (i < n) & (diverged_at == 0),
             body,
             (
-                tf.constant(0, tf.int32), state, state, tf.constant(0, tf.int64),
+                tf.constant(0, tf.int64), state, state, tf.constant(0, tf.int64),
                 self._last_log_post.read_value(), samples, grads, log_posts,
             ),
         )
         done = self._finish_chunk(it0, state, prev, diverged_at, last)
-        done = tf.where(diverged_at == 0, groups * thin, done)
+        done = tf.where(diverged_at == 0, ran, done)
         self._iteration.assign(it0 + done)
         self._last_log_post.assign(last)
+        stored = size - 1  # the spare slot is not returned
         return (
-            {name: ta.stack() for name, ta in samples.items()},
-            log_posts.stack(),
-            {name: ta.stack() for name, ta in grads.items()},
+            {name: ta.stack()[:stored] for name, ta in samples.items()},
+            log_posts.stack()[:stored],
+            {name: ta.stack()[:stored] for name, ta in grads.items()},
             last,
             done,
             diverged_at,
@@ -602,11 +609,17 @@ class Sampler:
                 feed.cancel()
                 return results
 
-    def advance(self, n: int) -> ChunkResult:
+    def advance(self, n: int, store_gradients: bool = False) -> ChunkResult:
         """``n`` iterations in compiled calls, nothing stored (burn-in, or up to the next thinning
-        boundary)."""
+        boundary). Under XLA the whole-chain program of :meth:`sample_groups` with no group, so
+        burn-in and sampling share one compilation (``store_gradients``: that of the sampling
+        calls that store gradients); in graph mode, which compiles nothing, a loop without the
+        storage's writes (they made a graph-mode iteration ~20 % slower: 351–358 against
+        417–432 µs, 4 chains of a 5-parameter logistic regression; RESULTS.md, round 6 session 9)."""
         self.require_initialised()
-        return self._advance(n, until_ready=False)
+        if not self.jit_compile:
+            return self._advance(n, until_ready=False)
+        return self._run_groups(n, 0, 1, store_gradients)
 
     def advance_until_ready(self, n: int) -> ChunkResult:
         """Like :meth:`advance`, but the compiled loop also stops after the iteration at which
@@ -651,24 +664,33 @@ class Sampler:
         capacity = self.max_groups_per_call(store_gradients)
         if capacity is not None and groups > capacity:
             raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
+        return self._run_groups(groups * thin, groups, thin, store_gradients)
+
+    def _run_groups(self, n: int, groups: int, thin: int, store_gradients: bool) -> ChunkResult:
+        """``n`` iterations with nothing kept (``groups`` = 0), or ``groups`` groups of ``thin``
+        (n = groups × thin), as calls of the whole-chain program (:meth:`_run_chunk`),
+        one block each. Its key does not hold ``thin``: under XLA the storage has a slot per
+        iteration of a block (at most :meth:`max_groups_per_call`), whatever the thinning."""
         feed = self._sampling_feed(thin)
-        per_call = feed.capacity // thin
-        storage = None if capacity is None else min(capacity, per_call)
-        key = ("sample", bool(store_gradients), thin == 1, storage, feed.capacity)
+        per_call = (feed.capacity // thin) * thin
+        capacity = self.max_groups_per_call(store_gradients)
+        storage = None if capacity is None else min(capacity, feed.capacity)
+        key = ("chunk", bool(store_gradients), storage, feed.capacity)
 
         def call(m, block):
-            g = tf.constant(m // thin, tf.int64)
+            g = m // thin if groups else 0
             out = self._call(
                 key,
-                lambda g, th, block: self._sample_chunk(g, th, block, bool(store_gradients), thin == 1, storage),
-                g,
+                lambda n, g, th, block: self._run_chunk(n, g, th, block, bool(store_gradients), storage),
+                tf.constant(m, tf.int64),
+                tf.constant(g, tf.int64),
                 tf.constant(thin, tf.int64),
                 block,
             )
             samples, log_posts, grads, last, done, diverged_at = out
-            return done, diverged_at, last, m // thin, samples, log_posts, grads
+            return done, diverged_at, last, g, samples, log_posts, grads
 
-        results = self.run_blocks(groups * thin, feed, per_call * thin, call)
+        results = self.run_blocks(n, feed, per_call if groups else feed.capacity, call)
         parts = [
             self._result(samples, log_posts, grads, last, done, diverged_at)
             for done, diverged_at, last, g, samples, log_posts, grads in results
