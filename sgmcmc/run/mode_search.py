@@ -76,7 +76,8 @@ from ..graph_options import own_function, package_call_options
 from ..step.contract import BoundEstimator, Minibatches
 from ..step.dynamics.sgd import SGD
 from .improper import check_proper
-from .sampler import ChunkResult, Sampler, _finite_per_chain
+from .program import finite_per_chain
+from .sampler import ChunkResult, Sampler
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
 
@@ -162,7 +163,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
                 minibatches = Minibatches(iteration_of(block, i))
                 estimate = BoundEstimator(sampler.one_chain_estimator, minibatches, sampler.mode_search.rng, t)
                 new, _, est = kernel.one_step(params, {}, estimate, sampler.mode_search.rng, t)
-                finite = tf.reduce_all(_finite_per_chain(new, est.log_post))
+                finite = tf.reduce_all(finite_per_chain(new, est.log_post))
                 return (i + 1, *tf.cond(
                     finite,
                     lambda: (new, est.log_post, i + 1, diverged_at),

@@ -57,6 +57,8 @@ from ..distribute.placement import RowShard
 from ..graph_options import bound_once, own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from ..data.pipeline import BlockFeed, iteration_of, iterations_per_block
+from . import program
+from .program import ChainState, finite_per_chain
 from ..data.stream import BatchStream, StreamFeed, StreamReader
 from ..step.random import ChainRandom
 from ..data.rows import Rows
@@ -134,15 +136,6 @@ class ChunkResult(NamedTuple):
     done: int  # iterations completed (< n on divergence)
     diverged_at: int  # 0, or the global iteration that produced a non-finite value
     finite_chains: np.ndarray  # [K] bool, at the divergence
-
-
-def _finite_per_chain(params: dict[str, tf.Tensor], log_post: tf.Tensor) -> tf.Tensor:
-    """[K] flags: chain k's log-posterior estimate and every element of its state are finite (a
-    sum is finite only if every term is, barring overflow of values that are diverging anyway)."""
-    total = log_post
-    for p in params.values():
-        total = total + tf.reduce_sum(tf.reshape(p, [tf.shape(p)[0], -1]), axis=1)
-    return tf.math.is_finite(total)
 
 
 def _check_minibatches_taken(minibatches: Minibatches, batches: dict | None, method: str) -> None:
@@ -391,115 +384,33 @@ class Sampler:
         _check_minibatches_taken(minibatches, batches, self.method)
         return (new_params, new_aux), est
 
-    # -- compiled entry points ------------------------------------------------------------
-    def _iterate(self, state, prev, t0, k, diverged_at, block, origin, until_ready: bool = False):
-        """``k`` iterations from global iteration ``t0`` with nothing stored, stopping at the
-        first non-finite value (``diverged_at`` then holds its iteration and ``prev`` the last
-        finite state) and, ``until_ready``, once the kernel's ``ready(aux)`` holds for every
-        chain. Iteration t reads ``block[t − origin − 1]``. Returns ``(state, prev, diverged_at,
-        last_log_post, iterations_run)``."""
+    def _read_chain_state(self) -> ChainState:
+        params, aux = self._read_state()
+        return ChainState(params, aux, self._iteration.read_value(), self._last_log_post.read_value())
 
-        def body(i, state, prev, diverged_at, last):
-            t = t0 + i + 1
-            new, est = self._step(state, t, iteration_of(block, t - origin - 1))
-            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
-            return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post
+    def _write_chain_state(self, state: ChainState) -> None:
+        self._write_state((state.params, state.aux))
+        self._iteration.assign(state.t)
+        self._last_log_post.assign(state.log_post)
 
-        def more(i, state, prev, diverged_at, last):
-            go = (i < k) & (diverged_at == 0)
-            return go & ~tf.reduce_all(self.kernel.ready(state[1])) if until_ready else go
-
-        ran, state, prev, diverged_at, last = tf.while_loop(
-            more,
-            body,
-            (tf.constant(0, tf.int64), state, prev, diverged_at, self._last_log_post.read_value()),
-        )
-        return state, prev, diverged_at, last, ran
-
-    def _finish_chunk(self, it0, state, prev, diverged_at, last):
-        """Write the last finite state back to the variables; return iterations completed."""
-        good = tf.nest.map_structure(lambda a, b: tf.where(diverged_at == 0, a, b), state, prev)
-        self._write_state(good)
-        done = tf.where(diverged_at == 0, tf.cast(0, tf.int64), diverged_at - 1 - it0)
-        return done
-
+    # -- compiled entry points: the variables read, a chain program (run/program.py), written back
     def _advance_chunk(self, n, block, offset, until_ready: bool = False):
-        """``n`` iterations from the current one, the first reading ``block[offset]`` (the
-        whole chain: 0; the step API: the next iteration's place in the block it holds)."""
-        it0 = self._iteration.read_value()
-        state = self._read_state()
-        state, prev, diverged_at, last, ran = self._iterate(
-            state, state, it0, n, tf.constant(0, tf.int64), block, it0 - offset, until_ready
-        )
-        done = self._finish_chunk(it0, state, prev, diverged_at, last)
-        done = tf.where(diverged_at == 0, ran, done)  # ran < n only when until_ready stopped it
-        self._iteration.assign(it0 + done)
-        self._last_log_post.assign(last)
-        return done, diverged_at, last
+        """``n`` iterations from the current one, the first reading ``block[offset]``, nothing
+        kept (:func:`~sgmcmc.run.program.advance`): the step API's program, and graph mode's
+        burn-in; ``until_ready``: OSGLD's automatic burn-in."""
+        ready = self.kernel.ready if until_ready else None
+        state, done, diverged_at = program.advance(self._step, self._read_chain_state(), n, block, offset, ready)
+        self._write_chain_state(state)
+        return done, diverged_at, state.log_post
 
     def _run_chunk(self, n, groups, thin, block, store_gradients: bool, capacity: int | None = None):
-        """The whole-chain program: ``n`` iterations, iteration t reading ``block[t − it0 − 1]``;
-        with ``groups`` > 0 (then n = groups × thin) they are groups of ``thin``, and per group
-        the estimate its first iteration makes (at the group's starting state) and the state
-        after its last iteration are written (``groups`` = 0: nothing is kept, burn-in). One loop
-        over iterations, so the step is traced and compiled once for burn-in and sampling at
-        every ``thin`` (two loops, advance and sample, each with its own copy of the step and a
-        second copy inside ``thin > 1``'s groups, were two or three XLA compilations of the
-        iteration: benchmarks/RESULTS.md, round 6 session 9). A value not kept is written to a
-        spare last slot instead of being skipped: no conditional per iteration; a call keeping
-        nothing writes only there, whatever the storage's size. ``capacity`` (XLA: a
-        compile-time size, ≥ ``groups``) sizes the storage; only the first ``groups`` slots are
-        filled. Stops at the first non-finite value (the last finite state is written back)."""
-        it0 = self._iteration.read_value()
-        k = self.n_chains
-        keep = groups > 0
-        size = tf.cast(groups, tf.int32) + 1 if capacity is None else capacity + 1
-        spare = size - 1
-        samples = {
-            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
-            for name, shape in self.shapes.items()
-        }
-        grads = {
-            name: tf.TensorArray(self.dtype, size=size, element_shape=[k, *shape])
-            for name, shape in self.shapes.items()
-            if store_gradients
-        }
-        log_posts = tf.TensorArray(self.dtype, size=size, element_shape=[k])
-
-        def body(i, state, prev, diverged_at, last, samples, grads, log_posts):
-            t = it0 + i + 1
-            new, est = self._step(state, t, iteration_of(block, i))
-            ok = tf.reduce_all(_finite_per_chain(new[0], est.log_post))
-            group = tf.cast(tf.math.floordiv(i, thin), tf.int32)
-            first = tf.where(keep & (tf.math.floormod(i, thin) == 0), group, spare)
-            kept = tf.where(keep & (tf.math.floormod(i, thin) == thin - 1), group, spare)
-            log_posts = log_posts.write(first, est.log_post)
-            grads = {name: ta.write(first, est.grads[name]) for name, ta in grads.items()}
-            samples = {name: ta.write(kept, new[0][name]) for name, ta in samples.items()}
-            return i + 1, new, state, tf.where(ok, diverged_at, t), est.log_post, samples, grads, log_posts
-
-        state = self._read_state()
-        ran, state, prev, diverged_at, last, samples, grads, log_posts = tf.while_loop(
-            lambda i, state, prev, diverged_at, *_: (i < n) & (diverged_at == 0),
-            body,
-            (
-                tf.constant(0, tf.int64), state, state, tf.constant(0, tf.int64),
-                self._last_log_post.read_value(), samples, grads, log_posts,
-            ),
+        """The whole-chain program (:func:`~sgmcmc.run.program.run`): ``n`` iterations, kept in
+        ``groups`` groups of ``thin`` (none: burn-in)."""
+        state, kept, done, diverged_at = program.run(
+            self._step, self._read_chain_state(), n, groups, thin, block, store_gradients, capacity
         )
-        done = self._finish_chunk(it0, state, prev, diverged_at, last)
-        done = tf.where(diverged_at == 0, ran, done)
-        self._iteration.assign(it0 + done)
-        self._last_log_post.assign(last)
-        stored = size - 1  # the spare slot is not returned
-        return (
-            {name: ta.stack()[:stored] for name, ta in samples.items()},
-            log_posts.stack()[:stored],
-            {name: ta.stack()[:stored] for name, ta in grads.items()},
-            last,
-            done,
-            diverged_at,
-        )
+        self._write_chain_state(state)
+        return kept.samples, kept.log_posts, kept.grads, state.log_post, done, diverged_at
 
     def _compiled(self, key, make):
         if key not in self._functions:
@@ -769,7 +680,7 @@ class Sampler:
         the last finite state in place); returns whether it was."""
         t = self._iteration.read_value() + 1
         state, est = self._step(self._read_state(), t, iteration_of(block, offset))
-        finite = tf.reduce_all(_finite_per_chain(state[0], est.log_post))
+        finite = tf.reduce_all(finite_per_chain(state[0], est.log_post))
 
         def write() -> tf.Tensor:
             self._write_state(state)
