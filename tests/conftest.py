@@ -181,24 +181,24 @@ def setup():
 
 # -- the order the two workers take the files in --------------------------------------------------
 
-#: Seconds each file took in the suite at 5c3cde1 (per-file sums of ``--durations=0``, both
-#: workers; files not named here took < 15 s). Only an ordering hint: ``tasks.py test`` hands out
-#: whole files (``--dist loadfile``) and xdist's default order is by *number of tests*, which put
+#: Seconds each file took in the suite at 6fccc9e (per-file sums of the JUnit report's test
+#: times, setup included, both workers; files not named here took < 15 s). Only an ordering hint:
+#: ``tasks.py test`` hands out whole files (``--dist loadfile``) and xdist's default order is by
+#: *number of tests*, which put
 #: the two-test vignette files (~370 s together) last, so one worker ran them alone while the other
 #: sat idle. Longest first (the LPT rule) ends the two workers' queues close together.
 FILE_SECONDS = {
-    "test_vignettes_bnn.py": 250, "test_distribute.py": 200, "test_vignettes.py": 196,
-    "test_readme_blocks.py": 165, "test_sample.py": 123, "test_tuning.py": 119,
-    "test_vignettes_ill.py": 118, "test_constraints.py": 109, "test_checkpoints.py": 104,
-    "test_chains.py": 82, "test_step_api.py": 68, "test_launcher.py": 65,
-    "test_distribute_checkpoints.py": 65, "test_posteriors.py": 63, "test_preconditioned.py": 58,
-    "test_osgld.py": 54, "test_keras.py": 53, "test_compile_reuse.py": 52,
-    "test_shapes_sparse_seeds.py": 49, "test_main_job.py": 47, "test_auto_tuning.py": 45,
-    "test_interruption.py": 41, "test_chain_noise.py": 37, "test_estimators.py": 37,
-    "test_validation.py": 34, "test_xla.py": 34, "test_autograph.py": 33, "test_cyclical.py": 32,
-    "test_inner_steps.py": 31, "test_data_path.py": 31, "test_temperature.py": 28,
-    "test_stepsize_noise.py": 27, "test_graph_rewrite_crash.py": 23, "test_chunked_reads.py": 18,
-    "test_simplex_samplers.py": 18, "test_noise_correction.py": 17, "test_tfdata.py": 16,
+    "test_distribute.py": 169, "test_vignettes_bnn.py": 152, "test_vignettes.py": 143,
+    "test_readme_blocks.py": 91, "test_sample.py": 76, "test_vignettes_ill.py": 75,
+    "test_tuning.py": 57, "test_osgld.py": 52, "test_constraints.py": 49, "test_step_api.py": 46,
+    "test_launcher.py": 46, "test_main_job.py": 45, "test_shapes_sparse_seeds.py": 42,
+    "test_checkpoints.py": 41, "test_compile_reuse.py": 41, "test_keras.py": 39,
+    "test_posteriors.py": 38, "test_distribute_checkpoints.py": 37, "test_chains.py": 34,
+    "test_estimators.py": 30, "test_auto_tuning.py": 27, "test_preconditioned.py": 25,
+    "test_autograph.py": 24, "test_chain_noise.py": 23, "test_xla.py": 21,
+    "test_interruption.py": 20, "test_simplex_samplers.py": 19, "test_validation.py": 18,
+    "test_cyclical.py": 17, "test_data_path.py": 17, "test_temperature.py": 16,
+    "test_inner_steps.py": 16,
 }
 
 
