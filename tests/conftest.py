@@ -184,9 +184,8 @@ def setup():
 #: Seconds each file took in the suite at 6fccc9e (per-file sums of the JUnit report's test
 #: times, setup included, both workers; files not named here took < 15 s). Only an ordering hint:
 #: ``tasks.py test`` hands out whole files (``--dist loadfile``) and xdist's default order is by
-#: *number of tests*, which put
-#: the two-test vignette files (~370 s together) last, so one worker ran them alone while the other
-#: sat idle. Longest first (the LPT rule) ends the two workers' queues close together.
+#: *number of tests*, which put the two-test vignette files (~370 s together) last, so one worker
+#: ran them alone while the other sat idle. Longest first (the LPT rule) ends the two workers' queues close together.
 FILE_SECONDS = {
     "test_distribute.py": 169, "test_vignettes_bnn.py": 152, "test_vignettes.py": 143,
     "test_readme_blocks.py": 91, "test_sample.py": 76, "test_vignettes_ill.py": 75,
