@@ -112,20 +112,25 @@ def test_streamed_full_data_gradient_equals_the_in_memory_one(stores):
     """The CV anchor's gradient streamed from h5py in blocks (several blocks: 4,000 rows of
     1,000) equals the closed form, Xᵀ(y − Xb) − b/100, to float64 rounding."""
     from sgmcmc.step.estimators import MinibatchGradient
-    import sgmcmc.step.estimators.plain as plain
+    import sgmcmc.step.posterior as posterior  # the full-data passes' home
 
     x, y = _regression()
     b = np.array([0.3, 0.2, -0.1])
     exact = x.T @ (y - x @ b) - b / 100.0
-    old = plain.FULL_GRADIENT_BATCH_ROWS
-    plain.FULL_GRADIENT_BATCH_ROWS = 1_000
+    old = posterior.FULL_GRADIENT_BATCH_ROWS
+    posterior.FULL_GRADIENT_BATCH_ROWS = 1_000
+    blocks = []
+    posterior_blocks = posterior.Rows.blocks
+    posterior.Rows.blocks = lambda self, size: blocks.append(size) or posterior_blocks(self, size)
     try:
         for name in ("memory", "h5py"):
             data = Rows(checks.check_dataset(stores[name]), np.float64).as_read()
             grad = MinibatchGradient(log_lik, log_prior, data, 50, 1).full_data_gradient({"b": tf.constant(b)})
             np.testing.assert_allclose(grad["b"].numpy(), exact, rtol=1e-10, atol=1e-8)
+        assert blocks and max(blocks) <= 1_000  # several blocks of 4,000 rows
     finally:
-        plain.FULL_GRADIENT_BATCH_ROWS = old
+        posterior.FULL_GRADIENT_BATCH_ROWS = old
+        posterior.Rows.blocks = posterior_blocks
 
 
 def test_sgldcv_on_a_memmap_recovers_the_exact_posterior(stores):

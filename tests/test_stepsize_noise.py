@@ -272,7 +272,7 @@ def test_products_along_parameters_the_likelihood_does_not_use_are_the_priors_ex
         grad = inner.gradient(value, theta)
     exact = -outer.jacobian(grad, theta).numpy()
 
-    hess = NegativeHessian(sampler.plain_estimator, point)
+    hess = NegativeHessian(sampler.plain_estimator.posterior, point)
     likelihood = hess.programs.likelihood
     runs = []
     hess.programs.likelihood = lambda *args: runs.append(1) or likelihood(*args)

@@ -3,7 +3,7 @@ r"""Exact full-data gradients of the log posterior at every sample (SPEC §7).
 .. math::
     \nabla\log\pi(\theta) = \nabla\log p(\theta) + \sum_{i=1}^N \nabla\log p(x_i | \theta),
 
-summed over batches of at most :data:`sgmcmc.step.estimators.plain.FULL_GRADIENT_BATCH_ROWS` rows and
+summed over batches of at most :data:`sgmcmc.step.posterior.FULL_GRADIENT_BATCH_ROWS` rows and
 vectorised over blocks of samples, so memory stays bounded at any N and any number of samples.
 """
 
@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from ..graph_options import own_function
 from .. import checks
-from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, value_and_grad
+from ..step.posterior import FULL_GRADIENT_BATCH_ROWS, value_and_grad
 from ..data.rows import Rows
 from ..analysis.samples import as_samples
 from ..distribute.placement import row_collective

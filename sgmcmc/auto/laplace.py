@@ -156,8 +156,8 @@ def dense_hessian(estimator, mode: Mapping[str, np.ndarray], seed: int, rows: in
     """
     names = list(mode)
     point = {k: tf.convert_to_tensor(np.asarray(v)) for k, v in mode.items()}  # the model dtype
-    sample = RowSample.draw(estimator, max(rows, 10 * estimator.batch_size), seed)
-    hess = NegativeHessian(estimator, point, sample.rows, sample.scale)
+    sample = RowSample.draw(estimator.posterior, max(rows, 10 * estimator.batch_size), seed)
+    hess = NegativeHessian(estimator.posterior, point, sample.rows, sample.scale)
     d = sum(int(np.prod(np.shape(v))) for v in mode.values())
     columns = np.empty((d, d))
     basis = np.zeros(d)
@@ -306,7 +306,7 @@ def laplace_at(estimator, mode: Mapping[str, np.ndarray], seed: int, hessian: np
     effective = values.copy()
     probe = np.flatnonzero(values < PROBE_RATIO * top)[:MAX_PROBES]
     if probe.size:
-        sample = RowSample.draw(estimator, max(HESSIAN_ROWS, 10 * estimator.batch_size), seed)
+        sample = RowSample.draw(estimator.posterior, max(HESSIAN_ROWS, 10 * estimator.batch_size), seed)
         half = probe_lines(estimator, mode, vectors[:, probe], sample, 1e-2 / np.sqrt(top))
         flat = ~np.isfinite(half)
         if flat.any():

@@ -82,7 +82,7 @@ import tensorflow as tf
 from ..errors import ImproperPosteriorError
 from ..graph_options import package_call_options
 from ..stability.check import flatten, lanczos
-from ..step.estimators.plain import _VALUE, _value_gradient_program, value_and_grad
+from ..step.posterior import _VALUE, _value_gradient_program, value_and_grad
 
 #: The runaway search runs up to this many parameter elements. Above (networks), the search's end
 #: is typically far from any mode on a non-concave log posterior, and rays from it rise by
@@ -176,13 +176,13 @@ class _Posterior:
     def __init__(self, sampler, point: Mapping[str, Any], hess):
         self.hess = hess
         self.sampler = sampler
-        self.estimator = sampler.one_chain_estimator
+        self.model = sampler.one_chain_estimator.posterior
         self.dtype = sampler.dtype
         self.names = list(point)
         self.shapes = {k: tuple(np.shape(point[k])) for k in self.names}
         self.sizes = [int(np.prod(s)) for s in self.shapes.values()]
         self.exact = self.hess.scale == 1.0  # the subsample is every row
-        self.program = self.estimator.program("block_value_gradient", _value_gradient_program)
+        self.program = self.model.program("block_value_gradient", _value_gradient_program)
         self.evaluations = 0
         self.products = 0
         self.passes = 0
@@ -203,11 +203,11 @@ class _Posterior:
             for batch in self.hess._batches:
                 out = {k: v.numpy().astype(np.float64) for k, v in self.program(params, batch).items()}
                 total = out if total is None else {k: total[k] + out[k] for k in total}
-            total = self.estimator.sum_over_workers({k: self.hess.scale * v for k, v in total.items()})
+            total = self.model.sum_over_workers({k: self.hess.scale * v for k, v in total.items()})
             value = float(total.pop(_VALUE))
             grad = {k: total[k] for k in self.names}
-            if self.estimator.log_prior is not None:
-                prior, prior_grad = value_and_grad(self.estimator.log_prior, params)
+            if self.model.log_prior is not None:
+                prior, prior_grad = value_and_grad(self.model.log_prior, params)
                 value += float(prior.numpy())
                 grad = {k: grad[k] + prior_grad[k].numpy() for k in self.names}
         return (value if np.isfinite(value) else -np.inf), self.flat(grad)
@@ -219,7 +219,7 @@ class _Posterior:
         """The log posterior at x over all rows (one streamed pass)."""
         self.passes += 1
         with package_call_options():
-            value, _ = self.estimator.full_data_log_post_and_gradient(self.tree(x))
+            value, _ = self.model.full_data_log_post_and_gradient(self.tree(x))
         return value if np.isfinite(value) else -np.inf
 
     def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -270,8 +270,8 @@ def _hessian(sampler: Sampler) -> tuple[dict[str, tf.Tensor], NegativeHessian]:
     hess = _HESSIANS.get(sampler)
     if hess is None:
         plain = sampler.one_chain_estimator
-        sample = RowSample.draw(plain, max(MODE_CHECK_ROWS, 10 * plain.batch_size), sampler.seed)
-        hess = _HESSIANS[sampler] = NegativeHessian(plain, point, sample.rows, sample.scale)
+        sample = RowSample.draw(plain.posterior, max(MODE_CHECK_ROWS, 10 * plain.batch_size), sampler.seed)
+        hess = _HESSIANS[sampler] = NegativeHessian(plain.posterior, point, sample.rows, sample.scale)
     hess.params, hess.calls = point, 0
     return point, hess
 

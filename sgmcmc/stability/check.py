@@ -52,6 +52,7 @@ from ..graph_options import own_function, package_call_options
 from ..data.rows import Rows, aligned_empty, as_tensor
 from ..data.stream import BatchStream
 from ..step.estimators.plain import MinibatchGradient, value_and_grad
+from ..step.posterior import Posterior
 from .. import checks
 from ..distribute.placement import row_collective
 from .curvature import (
@@ -199,14 +200,14 @@ class RowSample:
         return len(next(iter(self.rows.values())))
 
     @classmethod
-    def draw(cls, estimator: MinibatchGradient, rows: int, seed: int) -> "RowSample":
-        """At most ``rows`` of the estimator's rows (all of them when it has no more). From a
+    def draw(cls, posterior: Posterior, rows: int, seed: int) -> "RowSample":
+        """At most ``rows`` of the model's rows (all of them when it has no more). From a
         ``tf.data`` pipeline (:mod:`sgmcmc.data.stream`), which has no rows by index: the rows of
         its first ⌈m/n⌉ elements, m = min(N, ``rows``), scaled N/m — a sample of the data as far
         as the pipeline shuffles it (:meth:`~sgmcmc.data.stream.BatchStream.first_rows`)."""
-        n_rows = estimator.n_rows
-        if isinstance(estimator.rows, BatchStream):
-            taken = estimator.rows.first_rows(min(n_rows, int(rows)))
+        n_rows = posterior.n_rows
+        if isinstance(posterior.rows, BatchStream):
+            taken = posterior.rows.first_rows(min(n_rows, int(rows)))
             m = len(next(iter(taken.values())))
             return cls(taken, n_rows / m, False)
         m = min(n_rows, int(rows))
@@ -214,7 +215,7 @@ class RowSample:
             indices = np.arange(n_rows, dtype=np.int64)
         else:
             indices = np.sort(np.random.default_rng([int(seed) & 0xFFFFFFFF, 29]).choice(n_rows, m, replace=False))
-        rows_read = estimator.rows
+        rows_read = posterior.rows
         out = {k: aligned_empty((m, *shape), rows_read.dtypes[k]) for k, shape in rows_read.row_shapes.items()}
         return cls(rows_read.take(indices, out=out), n_rows / m, m == n_rows)
 
@@ -358,15 +359,15 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
         point = sampler.stepsize_check_point()
     point = {k: tf.convert_to_tensor(v) for k, v in point.items()}
     batch_size = plain.batch_size
-    sample = RowSample.draw(plain, check_rows(batch_size), sampler.seed)
+    sample = RowSample.draw(plain.posterior, check_rows(batch_size), sampler.seed)
     shared = len(set(steps.values())) == 1
     blocks = shared and 2 <= len(steps) <= MAX_BLOCKS_CHECKED
     with package_call_options():
-        hess = NegativeHessian(plain, point, sample.rows, sample.scale)
+        hess = NegativeHessian(plain.posterior, point, sample.rows, sample.scale)
         block_hess = None
         if blocks:
             block_sample = sample.subsample(BLOCK_ROWS, sampler.seed)
-            block_hess = NegativeHessian(plain, point, block_sample.rows, block_sample.scale)
+            block_hess = NegativeHessian(plain.posterior, point, block_sample.rows, block_sample.scale)
         like = {k: np.zeros(v.shape) for k, v in point.items()}
         root = {k: np.sqrt(steps[k]) for k in like}
         kind = sampler.noise_kind
@@ -376,7 +377,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
             displacements = difference_displacements(ritz, root, DIFFERENCE_DRAWS, np.sqrt(2.0) if kind == "anchor_draw" else 1.0, sampler.seed)
         noise = MinibatchNoise(plain, point, sample, batch_size, displacements, sampler.seed)
         result = _check(
-            method, plain, point, steps, shared, hyper, 0.1, blocks, LANCZOS_STEPS, LANCZOS_TOL, 0,
+            method, plain.posterior, point, steps, shared, hyper, 0.1, blocks, LANCZOS_STEPS, LANCZOS_TOL, 0,
             block_iters=8, block_tol=1e-2, hess=hess, block_hess=block_hess, noise=noise,
             top=(float(ritz.values[0]), ritz.vectors[0]), eigen=lanczos_largest,
             rows_seen=sample.size, exact_rows=sample.exact, per_parameter_only_if_slow=True,
@@ -508,10 +509,10 @@ def check_stepsize(
     noise = top = None
     if minibatch_size is not None:
         with package_call_options():
-            sample = RowSample.draw(estimator, check_rows(batch), seed)
+            sample = RowSample.draw(estimator.posterior, check_rows(batch), seed)
             displacements = None
             if _is_control_variate(method):
-                hess = NegativeHessian(estimator, point)
+                hess = NegativeHessian(estimator.posterior, point)
                 like = {k: np.zeros(np.shape(point[k])) for k in point}
                 root = {k: np.sqrt(steps[k]) for k in like}
                 ritz = lanczos(scaled_operator(hess, root), like, max(LANCZOS_STEPS, 20), tol, seed)
@@ -520,7 +521,7 @@ def check_stepsize(
             noise = MinibatchNoise(estimator, point, sample, batch, displacements, seed)
     with package_call_options():
         result = _check(
-            name, estimator, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,
+            name, estimator.posterior, point, steps, not isinstance(stepsize, Mapping), hyper, distortion, per_parameter,
             max_iters, tol, seed, noise=noise, top=top,
         ).at_temperature(temperature)
     if warn:

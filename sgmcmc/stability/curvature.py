@@ -54,7 +54,7 @@ from ..step.methods import METHODS, Method
 from ..data.rows import as_tensor
 from ..graph_options import own_function
 from ..step.dynamics.base import Arrays, Dynamics, Operator, scaled_operator
-from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..step.posterior import FULL_GRADIENT_BATCH_ROWS, Posterior, value_and_grad
 
 #: The stability models: the samplers (not CV twins) whose dynamics has a distortion formula.
 DYNAMICS = tuple(
@@ -113,29 +113,29 @@ class NegativeHessian:
 
     Parameters
     ----------
-    estimator
-        A one-chain :class:`~sgmcmc.step.estimators.plain.MinibatchGradient` (its ``log_lik``,
-        ``log_prior`` and dataset tensors are used, not its minibatches; with rows sharded, its
-        ``reduce`` adds up the workers' likelihood terms, so every worker gets the same product).
+    posterior
+        The model (:class:`~sgmcmc.step.posterior.Posterior`: its ``log_lik``, ``log_prior`` and
+        rows; with rows sharded, its ``reduce`` adds up the workers' likelihood terms, so every
+        worker gets the same product).
     params
         Name -> value (the parameter's shape) where the Hessian is taken.
     """
 
     def __init__(
-        self, estimator: MinibatchGradient, params: Mapping[str, Any], rows: Mapping[str, Any] | None = None,
+        self, posterior: Posterior, params: Mapping[str, Any], rows: Mapping[str, Any] | None = None,
         scale: float = 1.0,
     ):
-        self.estimator = estimator
+        self.posterior = posterior
         #: The rows the likelihood is summed over (default all N) and the factor on that sum
         #: (N/m for a subsample of m rows: :class:`RowSample`).
-        self.rows, self.scale = (estimator.dataset if rows is None else rows), float(scale)
+        self.rows, self.scale = (posterior.dataset if rows is None else rows), float(scale)
         self.batch_rows = FULL_GRADIENT_BATCH_ROWS if rows is None else SUBSAMPLE_BATCH_ROWS
         self.params = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         self.dtype = next(iter(self.params.values())).dtype
         # compiled once per model, shared by every operator made on it (the mode search's
         # stages, its end check, the stepsize check, other samplers of the model): tracing a
         # double tape costs ~0.3 s (a network's: seconds)
-        self.programs = estimator.program("negative_hessian", HessianPrograms)
+        self.programs = posterior.program("negative_hessian", HessianPrograms)
         # A subsample's batches become tensors once (every product reads them all; converting
         # them on each product was ~0.3 s of a network's check); all N rows are read per product.
         self._batches = None if rows is None else [
@@ -158,7 +158,7 @@ class NegativeHessian:
             for batch in (self._read_batches() if self._batches is None else self._batches):
                 for k, hv in self.programs.likelihood(self.params, vt, batch).items():
                     total[k] -= self.scale * hv.numpy()
-            total = self.estimator.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
+            total = self.posterior.sum_over_workers(total)  # rows sharded: every worker's rows (SPEC §12)
         if self.programs.prior is not None:
             for k, hv in self.programs.prior(self.params, vt).items():
                 total[k] -= hv.numpy()
@@ -467,7 +467,7 @@ def _safe_per_parameter(
 
 def _check(
     method: str,
-    estimator: MinibatchGradient,
+    posterior: Posterior,
     point: Mapping[str, Any],
     stepsize: dict[str, float],
     scalar: bool,
@@ -499,7 +499,7 @@ def _check(
     curvature ratio makes ``slow_mixing`` true, whose message is its only reader (the samplers'
     own check); else None."""
     names = list(point)
-    hess = NegativeHessian(estimator, point) if hess is None else hess
+    hess = NegativeHessian(posterior, point) if hess is None else hess
     like = {k: np.zeros(np.shape(point[k])) for k in names}
     mu, v = _top_scaled(hess, like, stepsize, max_iters, tol, seed, eigen) if top is None else top
     if len(set(stepsize.values())) == 1:

@@ -109,7 +109,7 @@ from ..api.session import init_sess
 from ..run.sampler import default_jit_compile
 from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
-from ..step.estimators.plain import FULL_GRADIENT_BATCH_ROWS, MinibatchGradient, value_and_grad
+from ..step.posterior import FULL_GRADIENT_BATCH_ROWS, Posterior, value_and_grad
 from ..graph_options import own_function
 from ..schedules import Schedule
 from ..stability.curvature import (
@@ -197,20 +197,20 @@ class _ExactScores:
     (unconstrained) scale: the likelihood summed over row batches, vectorised over the points.
     Compiled once per tuning run (``full_gradients`` would trace anew at every call)."""
 
-    def __init__(self, plain: MinibatchGradient):
-        self.plain = plain
+    def __init__(self, posterior: Posterior):
+        self.posterior = posterior
         self._lik = own_function(lambda pts, batch: tf.vectorized_map(
-            lambda u: value_and_grad(lambda p: plain.log_lik(p, batch), u)[1], pts, fallback_to_while_loop=True
+            lambda u: value_and_grad(lambda p: posterior.log_lik(p, batch), u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
-        self._prior = None if plain.log_prior is None else own_function(lambda pts: tf.vectorized_map(
-            lambda u: value_and_grad(plain.log_prior, u)[1], pts, fallback_to_while_loop=True
+        self._prior = None if posterior.log_prior is None else own_function(lambda pts: tf.vectorized_map(
+            lambda u: value_and_grad(posterior.log_prior, u)[1], pts, fallback_to_while_loop=True
         ), reduce_retracing=True)
 
     def __call__(self, points: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         pts = {k: tf.constant(v) for k, v in points.items()}
         total = {k: np.zeros(v.shape) for k, v in points.items()}
-        for start in range(0, self.plain.n_rows, FULL_GRADIENT_BATCH_ROWS):
-            batch = {k: x[start : start + FULL_GRADIENT_BATCH_ROWS] for k, x in self.plain.dataset.items()}
+        for start in range(0, self.posterior.n_rows, FULL_GRADIENT_BATCH_ROWS):
+            batch = {k: x[start : start + FULL_GRADIENT_BATCH_ROWS] for k, x in self.posterior.dataset.items()}
             for k, g in self._lik(pts, batch).items():
                 total[k] += g.numpy()
         if self._prior is not None:
@@ -511,17 +511,15 @@ class _Search:
         init_sess(first, sampler_kwargs.get("verbose", False))  # CV: the mode search, once
         at = first.estimator.mode if first.control_variate is not None else first.params
         self.point = point = {k: v.read_value() for k, v in at.items()}
-        self.plain = first.one_chain_estimator if first.control_variate is not None else MinibatchGradient(
-            first.plain_estimator.log_lik, first.plain_estimator.log_prior, first.plain_estimator.dataset, 1, 1,
-            rows=first.plain_estimator.rows,
-        )
-        self.hess = NegativeHessian(self.plain, point)
+        #: The model (its full-data passes and curvature), shared with the sampler's estimators.
+        self.posterior = first.plain_estimator.posterior
+        self.hess = NegativeHessian(self.posterior, point)
         self.like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
         self.rows = {mb: self.built[mb].batch_size for mb in self.sizes}
         self.cap = _Cap(name, self.hess, self.like, sampler_kwargs, {k: v.default for k, v in signature.items()},
                         _noise_models(first, self.hess, point, self.like, sorted(set(self.rows.values())), seed))
         self.scale = _diagonal_curvature(self.hess, point, max_exact_dim)
-        self.exact_scores = _ExactScores(self.plain)
+        self.exact_scores = _ExactScores(self.posterior)
         self.n_rows = first.n_rows
         warm = METHODS[name].dynamics.plain_cap_hyperparameter
         if warm is not None and sampler_kwargs.get(warm) is None:
@@ -722,7 +720,7 @@ def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[
         displacements = difference_displacements(ritz, {k: 1.0 for k in like}, 4, spread, seed)
     models = {}
     for rows in batch_rows:
-        sample = RowSample.draw(plain, check_rows(rows), seed)
+        sample = RowSample.draw(plain.posterior, check_rows(rows), seed)
         models[rows] = MinibatchNoise(plain, point, sample, rows, displacements, seed)
     return models
 

@@ -66,12 +66,9 @@ def assemble_estimators(
             raise ValueError("a sampler with its own estimator has no control-variate mode search")
         return Estimators(own_estimator(dataset, batch_size, n_chains), None)
 
-    def plain_for(chains: int) -> MinibatchGradient:
-        return MinibatchGradient(log_lik, log_prior, dataset, batch_size, chains, replace, reduce, rows=rows)
-
-    plain = plain_for(n_chains)
-    if isinstance(spec, ControlVariate):
-        one_chain = plain if n_chains == 1 else plain_for(1)
+    plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, n_chains, replace, reduce, rows=rows)
+    if isinstance(spec, ControlVariate):  # the one-chain estimator of the mode search: the same model
+        one_chain = plain if n_chains == 1 else MinibatchGradient.on(plain.posterior, batch_size, 1, replace)
         return Estimators(ControlVariateGradient(plain, mode_start), plain, one_chain)
     wrap = spec.wrap()
     if wrap is None:

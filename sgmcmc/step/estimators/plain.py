@@ -2,27 +2,24 @@ r"""The plain minibatch estimate of the log posterior and its gradient (SPEC §3
 
 .. math:: g(\theta) = \nabla\log p(\theta) + \frac{N}{n}\sum_{i\in S}\nabla\log p(x_i|\theta),
 
-S a fresh uniform n-subset per chain and per call. Also the batched full-data gradient.
+S a fresh uniform n-subset per chain and per call, on a :class:`~sgmcmc.step.posterior.Posterior`
+(the model: its full-data passes and compiled programs live there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, ClassVar
 
-import numpy as np
 import tensorflow as tf
 
-from ...graph_options import own_function
-from ...programs import model_program
-from ...data.rows import Rows, as_tensor
+from ...data.rows import Rows
 from ...data.stream import BatchStream
 from ..contract import Estimate, Minibatch, Params, map_over_chains
+from ..posterior import (  # noqa: F401 -- FULL_GRADIENT_BATCH_ROWS, value_and_grad: also imported from here
+    FULL_GRADIENT_BATCH_ROWS, LogLik, LogPrior, Posterior, per_row_gradients, value_and_grad,
+)
 from .spec import EstimatorSpec
-
-LogLik = Callable[[Params, dict[str, tf.Tensor]], tf.Tensor]
-LogPrior = Callable[[Params], tf.Tensor]
 
 @dataclass(frozen=True)
 class Plain(EstimatorSpec):
@@ -35,76 +32,16 @@ class Plain(EstimatorSpec):
         return {}  # a plain run's settings and checkpoint fingerprint name no estimator
 
 
-#: Rows per batch when summing the full-data gradient: bounds memory at any N.
-FULL_GRADIENT_BATCH_ROWS = 10_000
-
-
-_VALUE = "__log_lik__"  # the value's key beside the gradients in a streamed sum
-
-
-def value_and_grad(
-    fn: Callable[[Params], tf.Tensor], params: Params, unused: set[str] | None = None
-) -> tuple[tf.Tensor, Params]:
-    """``fn(params)`` and its gradient with respect to every parameter, as dense tensors.
-
-    A parameter used through ``tf.gather`` has an IndexedSlices gradient; densifying it gives
-    the same chain as the dense formulation (noise on every element each step). A parameter
-    that ``fn`` does not use gets a zero gradient (the set-up checks refuse such a model unless
-    ``check_model=False``); ``unused``, if given, receives their names while tracing (the
-    curvature's products skip the likelihood along them: :mod:`sgmcmc.stability.curvature`).
-    """
-    params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-    with tf.GradientTape() as tape:
-        tape.watch(params)
-        value = fn(params)
-    if unused is None:
-        grads = tape.gradient(value, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    else:
-        grads = tape.gradient(value, params)
-        unused.update(name for name, g in grads.items() if g is None)
-        grads = {name: tf.zeros_like(params[name]) if g is None else g for name, g in grads.items()}
-    return value, {name: tf.convert_to_tensor(g) for name, g in grads.items()}
-
-
-def per_row_gradients(log_lik: LogLik, params: Params, batch: dict[str, tf.Tensor]) -> Params:
-    r"""One chain: :math:`\nabla_\theta\log p(x_i|\theta)` for every row i of ``batch``, entries
-    ``[n, *shape]``; their sum over rows is the gradient of ``log_lik(params, batch)``."""
-
-    def one_row(row: dict[str, tf.Tensor]) -> Params:
-        return value_and_grad(lambda p: log_lik(p, {k: v[None] for k, v in row.items()}), params)[1]
-
-    return tf.vectorized_map(one_row, batch, fallback_to_while_loop=True, warn=False)
-
-
-def _gradient_program(log_lik: LogLik, log_prior: LogPrior | None):
-    """The compiled gradient of ``log_lik`` on a block of rows."""
-    return own_function(lambda params, batch: value_and_grad(lambda p: log_lik(p, batch), params)[1], reduce_retracing=True)
-
-
-def _value_gradient_program(log_lik: LogLik, log_prior: LogPrior | None):
-    """The compiled value and gradient of ``log_lik`` on a block of rows (the value under ``_VALUE``)."""
-    def value_grad(params, batch):
-        value, grads = value_and_grad(lambda p: log_lik(p, batch), params)
-        return {**grads, _VALUE: value}
-
-    return own_function(value_grad, reduce_retracing=True)
-
-
 class MinibatchGradient:
     r"""The plain estimator for ``n_chains`` chains, each with its own minibatch.
 
     Parameters
     ----------
-    log_lik, log_prior
-        The user's functions of ONE chain's parameters; ``log_lik`` returns the SUM over the
-        rows it is given. ``log_prior=None`` is a flat prior.
-    dataset
-        Name -> entry (numpy array, memmap, h5py/zarr array: :mod:`sgmcmc.data.rows`), observations on
-        the first axis, all of length ``n_rows``, read in the model dtype (``checks.check_dataset``).
-        Minibatches do not come from here: the sampler hands each iteration's block to the
-        estimator as an argument (:class:`~sgmcmc.step.contract.Minibatch`); full-data passes
-        stream the entries. Empty for a ``tf.data`` pipeline (``rows`` a
-        :class:`~sgmcmc.data.stream.BatchStream`: N is its ``n_rows``, and there is no full-data pass).
+    log_lik, log_prior, dataset, rows
+        The model: a :class:`~sgmcmc.step.posterior.Posterior` is made of them (or use
+        :meth:`on` with one). Minibatches do not come from ``dataset``: the sampler hands each
+        iteration's block to the estimator as an argument
+        (:class:`~sgmcmc.step.contract.Minibatch`); full-data passes stream the entries.
     batch_size
         Rows per minibatch (``n``).
     n_chains
@@ -132,28 +69,48 @@ class MinibatchGradient:
         reduce: Callable[[list[tf.Tensor]], list[tf.Tensor]] | None = None,
         rows: Rows | BatchStream | None = None,
     ):
+        self._init(Posterior(log_lik, log_prior, dataset, rows, reduce), batch_size, n_chains, replace)
+
+    @classmethod
+    def on(cls, posterior: Posterior, batch_size: int, n_chains: int = 1, replace: bool = False) -> "MinibatchGradient":
+        """The estimator of ``posterior`` (its programs and tensors shared) with this minibatch
+        scheme."""
+        estimator = cls.__new__(cls)
+        estimator._init(posterior, batch_size, n_chains, replace)
+        return estimator
+
+    def _init(self, posterior: Posterior, batch_size: int, n_chains: int, replace: bool) -> None:
+        #: The model (:class:`~sgmcmc.step.posterior.Posterior`): what the full-data passes, the
+        #: curvature and the tuner read; the attributes below read it.
+        self.posterior = posterior
         self.replace = bool(replace)
-        self.log_lik = log_lik
-        self.log_prior = log_prior
-        self.dataset = dataset
-        self.n_rows = int(rows.n_rows) if rows is not None else int(next(iter(dataset.values())).shape[0])
         self.batch_size = batch_size
         self.n_chains = n_chains
+        self.n_rows = posterior.n_rows
         self.scale = self.n_rows / batch_size
-        self.reduce = reduce
-        self._programs: dict[str, Any] = {}  # this model's programs, looked up once (program())
-        self._in_place = None
-        self._rows = rows
 
-    @property
-    def rows(self) -> Rows:
-        """The entries as :class:`~sgmcmc.data.rows.Rows`: the sampler's own (built once, in the
-        model dtype), or, for an estimator built without a sampler, built once here from the
-        entries, whose floats are already in the model dtype."""
-        if self._rows is None:
-            floats = [np.dtype(v.dtype) for v in self.dataset.values() if np.dtype(v.dtype).kind == "f"]
-            self._rows = Rows(self.dataset, floats[0] if floats else np.float32)
-        return self._rows
+    log_lik = property(lambda self: self.posterior.log_lik)
+    log_prior = property(lambda self: self.posterior.log_prior)
+    dataset = property(lambda self: self.posterior.dataset)
+    reduce = property(lambda self: self.posterior.reduce)
+    rows = property(lambda self: self.posterior.rows)
+
+    def program(self, name: str, make: Callable[[LogLik, LogPrior | None], Any]) -> Any:
+        """:meth:`Posterior.program <sgmcmc.step.posterior.Posterior.program>`."""
+        return self.posterior.program(name, make)
+
+    def full_data_gradient(self, params: Params, progress=None) -> Params:
+        """One chain: :meth:`Posterior.full_data_gradient <sgmcmc.step.posterior.Posterior.full_data_gradient>`."""
+        return self.posterior.full_data_gradient(params, progress)
+
+    def full_data_log_post_and_gradient(self, params: Params, progress=None) -> tuple[float, Params]:
+        """One chain: :meth:`Posterior.full_data_log_post_and_gradient
+        <sgmcmc.step.posterior.Posterior.full_data_log_post_and_gradient>`."""
+        return self.posterior.full_data_log_post_and_gradient(params, progress)
+
+    def sum_over_workers(self, totals):
+        """:meth:`Posterior.sum_over_workers <sgmcmc.step.posterior.Posterior.sum_over_workers>`."""
+        return self.posterior.sum_over_workers(totals)
 
     def log_post(self, params: Params, batch: dict[str, tf.Tensor], scale: float) -> tf.Tensor:
         r"""One chain: :math:`\log p(\theta) + \text{scale}\cdot\sum_{i\in\text{batch}}\log p(x_i|\theta)`."""
@@ -205,67 +162,6 @@ class MinibatchGradient:
 
         return map_over_chains(one_chain, (params, batch), self.n_chains)
 
-    def program(self, name: str, make: Callable[[LogLik, LogPrior | None], Any]) -> Any:
-        """The compiled program ``name`` of this estimator's model: ``make(log_lik, log_prior)``
-        on the model's first use, then shared by every estimator of the same model
-        (:func:`sgmcmc.programs.model_program`: the full-data gradients, the curvature's
-        Hessian-vector products, the noise's directional sums); looked up once per estimator."""
-        if name not in self._programs:
-            self._programs[name] = model_program(name, self.log_lik, self.log_prior, partial(make, self.log_lik, self.log_prior))
-        return self._programs[name]
-
-    def full_data_gradient(self, params: Params, progress=None) -> Params:
-        r"""One chain: :math:`\nabla\log p(\theta|x)` over all N rows, streamed: contiguous
-        blocks of at most :data:`FULL_GRADIENT_BATCH_ROWS` rows read from the entries where they
-        are (memory bounded whatever N, data on disk included), each one compiled call, summed
-        in float64. ``progress(rows)``, if given, is called after every block. For a one-chain
-        estimator."""
-        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = self._stream_sum(self.program("block_gradient", _gradient_program), params, progress)
-        if self.log_prior is not None:
-            for name, g in value_and_grad(self.log_prior, params)[1].items():
-                total[name] += g.numpy()
-        return {name: tf.constant(total[name], params[name].dtype) for name in total}
-
-    def full_data_log_post_and_gradient(self, params: Params, progress=None) -> tuple[float, Params]:
-        r"""One chain: :math:`\log p(\theta|x)` (up to its normalising constant) and its gradient
-        over all N rows, streamed as :meth:`full_data_gradient` (one pass)."""
-        params = {name: tf.convert_to_tensor(p) for name, p in params.items()}
-        total = self._stream_sum(self.program("block_value_gradient", _value_gradient_program), params, progress)
-        value = float(total.pop(_VALUE))
-        if self.log_prior is not None:
-            prior, grads = value_and_grad(self.log_prior, params)
-            value += float(prior.numpy())
-            for name, g in grads.items():
-                total[name] += g.numpy()
-        return value, {name: tf.constant(total[name], params[name].dtype) for name in total}
-
-    def _stream_sum(self, block_fn, params: Params, progress) -> dict[str, np.ndarray]:
-        """Σ over contiguous row blocks of ``block_fn(params, block)`` (a dict of tensors), in
-        float64, summed over the workers when the rows are sharded."""
-        total = None
-        rows = self.rows
-        for start, block in rows.blocks(min(FULL_GRADIENT_BATCH_ROWS, rows.block_rows())):
-            part = {name: g.numpy().astype(np.float64) for name, g in block_fn(params, block).items()}
-            total = part if total is None else {name: total[name] + part[name] for name in total}
-            if progress is not None:
-                progress(len(next(iter(block.values()))))
-        return self.sum_over_workers(total)
-
-    def sum_over_workers(self, totals: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Eager: ``totals`` (this worker's sums over its rows) summed over the workers when the
-        rows are sharded (one collective), else as they are."""
-        if self.reduce is None:
-            return totals
-        names = list(totals)
-        return dict(zip(names, (t.numpy() for t in self.reduce([tf.constant(totals[n]) for n in names]))))
-
-    def _in_place_tensors(self) -> dict[str, tf.Tensor]:
-        """Every entry as a tensor sharing its memory (only when :attr:`Rows.shared_in_place`)."""
-        if self._in_place is None:
-            self._in_place = {k: as_tensor(v) for k, v in self.dataset.items()}
-        return self._in_place
-
     def _row_block(self, start: tf.Tensor, size: int) -> dict[str, tf.Tensor]:
         """Rows ``start : start + size`` of every entry, inside a compiled step.
 
@@ -280,7 +176,7 @@ class MinibatchGradient:
             return {
                 k: tf.slice(v, tf.concat([[start], tf.zeros([v.shape.rank - 1], tf.int64)], 0),
                          tf.constant([size, *v.shape[1:]], tf.int64))
-                for k, v in self._in_place_tensors().items()
+                for k, v in self.posterior.in_place_tensors().items()
             }
         names = list(rows.entries)
 
