@@ -31,6 +31,7 @@ from ..distribute.placement import Placement, RowShard, placement, stratified_ba
 from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
 from ..step.estimators.assemble import Estimators, assemble_estimators
+from ..step.posterior import Posterior
 from ..run.sampler import ControlVariateSettings, Sampler
 from ..step.methods import Method
 from . import reuse
@@ -355,10 +356,12 @@ def _checked_construction(
         method.dynamics.xla and estimator.xla and make_estimator is None and shard is None
         and (rows.shared_in_place or not estimator.reads_all_rows)
     )
+    # The model, made once: every estimator of the sampler holds it (step/posterior.py).
+    posterior = Posterior(log_lik, log_prior, data, rows, None if shard is None else shard.collective.all_reduce_sum)
     estimators = partial(
-        assemble_estimators, estimator, log_lik, log_prior, data, rows, n, len(starts), dtype,
+        assemble_estimators, estimator, posterior, n, len(starts), dtype,
         {k: np.shape(v) for k, v in starts[0].items()}, all_starts[0], replace=setup.minibatch_replace,
-        reduce=None if shard is None else shard.collective.all_reduce_sum, own_estimator=make_estimator,
+        own_estimator=make_estimator,
     )
     construction = _Construction(
         (method.name, kernel),

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from ...data.rows import Rows
+from ..posterior import Posterior
 from .control_variate import ControlVariate, ControlVariateGradient
 from .plain import MinibatchGradient
 from .spec import EstimatorSpec
@@ -39,10 +39,7 @@ class Estimators:
 
 def assemble_estimators(
     spec: EstimatorSpec,
-    log_lik: Callable,
-    log_prior: Callable | None,
-    dataset: dict,
-    rows: Rows,
+    posterior: Posterior,
     batch_size: int,
     n_chains: int,
     dtype: tf.DType,
@@ -50,25 +47,23 @@ def assemble_estimators(
     mode_start: dict[str, np.ndarray],
     *,
     replace: bool = False,
-    reduce: Callable | None = None,
     own_estimator: Callable | None = None,
 ) -> Estimators:
     """The estimators ``spec`` asks for (their variables are made here).
 
-    ``dataset``: the checked entries as the model reads them (``rows.as_read()``); ``rows``:
-    the same as :class:`~sgmcmc.data.rows.Rows` (made once by the caller); ``shapes``:
-    one chain's parameter shapes; ``mode_start``: where the control variate's mode search starts;
-    ``reduce``: the all-reduce of every evaluation when the rows are sharded across workers;
-    ``own_estimator(dataset, batch_size, n_chains)``: a model's own estimator in place of the
-    plain one (the count models)."""
+    ``posterior``: the model (made once by the caller, :mod:`sgmcmc.api.build`; with rows
+    sharded, its ``reduce`` all-reduces every evaluation), which every estimator made here
+    holds; ``shapes``: one chain's parameter shapes; ``mode_start``: where the control
+    variate's mode search starts; ``own_estimator(dataset, batch_size, n_chains)``: a model's
+    own estimator in place of the plain one (the count models)."""
     if own_estimator is not None:
         if isinstance(spec, ControlVariate):
             raise ValueError("a sampler with its own estimator has no control-variate mode search")
-        return Estimators(own_estimator(dataset, batch_size, n_chains), None)
+        return Estimators(own_estimator(posterior.dataset, batch_size, n_chains), None)
 
-    plain = MinibatchGradient(log_lik, log_prior, dataset, batch_size, n_chains, replace, reduce, rows=rows)
+    plain = MinibatchGradient.on(posterior, batch_size, n_chains, replace)
     if isinstance(spec, ControlVariate):  # the one-chain estimator of the mode search: the same model
-        one_chain = plain if n_chains == 1 else MinibatchGradient.on(plain.posterior, batch_size, 1, replace)
+        one_chain = plain if n_chains == 1 else MinibatchGradient.on(posterior, batch_size, 1, replace)
         return Estimators(ControlVariateGradient(plain, mode_start), plain, one_chain)
     wrap = spec.wrap()
     if wrap is None:
