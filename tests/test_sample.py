@@ -171,15 +171,14 @@ def test_the_probe_measures_flat_directions():
     (4.5 nats), a Laplace e^{-2|x|} gives s* = 4.5/2 (interpolated within a doubling: ≤ 3 %), and
     a direction with no fall gives inf."""
 
-    class Line:
-        batch_size = 1
-        sum_over_workers = staticmethod(lambda totals: totals)  # one process: its rows are all rows
+    from sgmcmc.step.posterior import Posterior
 
-        def __init__(self, log_prior):
-            self.log_lik = lambda p, data: tf.reduce_sum(0.0 * data["x"]) + 0.0 * tf.reduce_sum(p["t"])
-            self.log_prior = log_prior
+    x = np.zeros((4, 1), np.float32)
 
-    rows = laplace.RowSample({"x": np.zeros((4, 1), np.float32)}, 1.0, True)
+    def Line(log_prior):  # one process: its rows are all rows
+        return Posterior(lambda p, data: tf.reduce_sum(0.0 * data["x"]) + 0.0 * tf.reduce_sum(p["t"]), log_prior, {"x": x})
+
+    rows = laplace.RowSample({"x": x}, 1.0, True)
     gauss = Line(lambda p: -0.5 * (p["t"][0] / 0.3) ** 2 - 2.0 * tf.abs(p["t"][1]))
     half = laplace.probe_lines(gauss, {"t": np.zeros(2, np.float32)}, np.eye(2), rows, 1e-3)
     assert half[0] == pytest.approx(0.9, rel=0.03) and half[1] == pytest.approx(2.25, rel=0.03)

@@ -44,6 +44,7 @@ from ..errors import ImproperPosteriorError
 from ..graph_options import own_function, package_call_options
 from ..stability.check import RowSample, flatten, unflatten
 from ..stability.curvature import NegativeHessian
+from ..step.posterior import Posterior
 
 #: The Hessian is taken densely up to this many unconstrained elements (d products on the row
 #: subsample, a d × d matrix; beyond, :func:`sgmcmc.sample` uses per-parameter stepsizes).
@@ -178,7 +179,7 @@ def element_names(like: Mapping[str, np.ndarray]) -> list[str]:
     return out
 
 
-def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarray, sample: RowSample,
+def probe_lines(posterior: Posterior, mode: Mapping[str, np.ndarray], directions: np.ndarray, sample: RowSample,
                 scale: float) -> np.ndarray:
     r"""Along each column u of ``directions`` (unit length, flattened), the distance
     :math:`s_{1/2}` at which the log posterior has fallen by ½ from the mode (geometric mean of
@@ -186,9 +187,10 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
 
     Parameters
     ----------
-    estimator
-        The one-chain estimator (its ``log_lik`` and ``log_prior``: the unconstrained model; its
-        ``sum_over_workers``: the likelihood's values summed over the workers' rows when sharded).
+    posterior
+        The model (:class:`~sgmcmc.step.posterior.Posterior`; its ``log_lik`` and ``log_prior``:
+        the unconstrained model; its ``sum_over_workers``: the likelihood's values summed over
+        the workers' rows when sharded).
     mode
         Name -> unconstrained value.
     directions
@@ -209,7 +211,7 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
     dtype = tf.as_dtype(np.asarray(next(iter(mode.values()))).dtype)  # the model dtype
     unflat = tensor_unflattener(mode)
 
-    log_lik, log_prior = estimator.log_lik, estimator.log_prior
+    log_lik, log_prior = posterior.log_lik, posterior.log_prior
 
     # own_function: a new tf.function per call of sample() (its model) without TensorFlow's
     # "triggered retracing" notice from the fifth call in a process on (graph_options)
@@ -227,7 +229,7 @@ def probe_lines(estimator, mode: Mapping[str, np.ndarray], directions: np.ndarra
             total += lik_values(xs, block).numpy().astype(np.float64)
         total *= sample.scale
         # rows sharded across workers: every worker's rows (sgmcmc.auto.sharded)
-        total = estimator.sum_over_workers({"lik": total})["lik"]
+        total = posterior.sum_over_workers({"lik": total})["lik"]
         if log_prior is not None:
             prior = own_function(lambda xs: tf.map_fn(lambda x: log_prior(unflat(x)), xs, fn_output_signature=dtype))
             total += prior(xs).numpy().astype(np.float64)
@@ -307,7 +309,7 @@ def laplace_at(estimator, mode: Mapping[str, np.ndarray], seed: int, hessian: np
     probe = np.flatnonzero(values < PROBE_RATIO * top)[:MAX_PROBES]
     if probe.size:
         sample = RowSample.draw(estimator.posterior, max(HESSIAN_ROWS, 10 * estimator.batch_size), seed)
-        half = probe_lines(estimator, mode, vectors[:, probe], sample, 1e-2 / np.sqrt(top))
+        half = probe_lines(estimator.posterior, mode, vectors[:, probe], sample, 1e-2 / np.sqrt(top))
         flat = ~np.isfinite(half)
         if flat.any():
             u = vectors[:, probe[np.argmax(flat)]]
