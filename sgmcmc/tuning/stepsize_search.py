@@ -267,19 +267,19 @@ class _Cap:
         #: λ_max of A (Rayleigh quotient of the check's power iteration) and its direction.
         curvature, self.top = largest_eigenvalue(hess, like, max_iters, tol, seed)[:2]
         self.curvature = float(curvature)
-        #: Minibatch rows -> the gradient noise's variance along the top direction per unit
+        #: Minibatch size -> the gradient noise's variance along the top direction per unit
         #: stepsize (q/ε, issue 29.4), and ``noise`` itself (θ-direction -> variance) for
         #: preconditioned stepsizes; empty when no noise model was given.
         self.noise = dict(noise or {})
-        self.noise_per_step = {rows: float(f(self.top)) for rows, f in self.noise.items()}
+        self.noise_per_step = {batch_size: float(f(self.top)) for batch_size, f in self.noise.items()}
         #: The largest stepsize of unpreconditioned dynamics without the noise (ε λ_max = mu);
         #: for pSGLD and HAMCMC the SGLD one (HAMCMC's warm-up).
         self.stepsize = self.mu / self.curvature if self.curvature > 0 else math.inf
         hyper = next(iter(self.hyper.values()))
-        #: Minibatch rows -> the largest stepsize of unpreconditioned dynamics with the noise.
+        #: Minibatch size -> the largest stepsize of unpreconditioned dynamics with the noise.
         self.stepsize_for = {
-            rows: CAP_MARGIN * safe_factor(self.dynamics, self.curvature, q, 0.1, **hyper)
-            for rows, q in self.noise_per_step.items()
+            batch_size: CAP_MARGIN * safe_factor(self.dynamics, self.curvature, q, 0.1, **hyper)
+            for batch_size, q in self.noise_per_step.items()
         }
 
     def default_grid(self, n: int, diag: Mapping[str, np.ndarray], n_rows: int, batch_rows: int) -> list[float]:
@@ -303,25 +303,25 @@ class _Cap:
         factor = safe_factor(self.dynamics, mu, q, 0.1, **next(iter(self.hyper.values())))
         return not factor * CAP_MARGIN >= 1.0 - 1e-12
 
-    def noise_before_run(self, eps: float, rows: int) -> float:
+    def noise_before_run(self, eps: float, batch_size: int) -> float:
         """q = ε · the noise per unit stepsize along the top direction (0 without a noise model)."""
-        return eps * self.noise_per_step.get(rows, 0.0)
+        return eps * self.noise_per_step.get(batch_size, 0.0)
 
     def scaled_curvature(self, steps: Mapping[str, Any]) -> float:
         r""":math:`\lambda_{\max}(E^{1/2}AE^{1/2})` for a diagonal E (``steps``: name -> number or
         array of the parameter's shape)."""
         return float(_top_scaled(self.hess, self.like, steps, *AFTER_RUN_POWER_ITERATION)[0])
 
-    def scaled_top(self, steps: Mapping[str, Any], rows: int) -> tuple[float, float]:
+    def scaled_top(self, steps: Mapping[str, Any], batch_size: int) -> tuple[float, float]:
         """(μ, q) for a diagonal E: the top scaled curvature and the noise along its direction."""
         root = {k: np.sqrt(steps[k]) for k in self.like}
-        return self._top(scaled_operator(self.hess, root), root, rows)
+        return self._top(scaled_operator(self.hess, root), root, batch_size)
 
-    def _top(self, operator: Callable, root: Mapping[str, Any] | None, rows: int) -> tuple[float, float]:
+    def _top(self, operator: Callable, root: Mapping[str, Any] | None, batch_size: int) -> tuple[float, float]:
         """(μ, q): the largest eigenvalue of ``operator`` and, where it is :math:`E^{1/2}AE^{1/2}`
         (``root`` = :math:`E^{1/2}`), the minibatch noise along its top direction (else 0)."""
         mu, v, _ = largest_eigenvalue(operator, self.like, *AFTER_RUN_POWER_ITERATION)
-        noise = None if root is None else self.noise.get(rows)
+        noise = None if root is None else self.noise.get(batch_size)
         q = 0.0 if noise is None else float(noise({k: root[k] * v[k] for k in v}))
         return float(mu), q
 
@@ -329,7 +329,7 @@ class _Cap:
         """μ = ε λ_max for unpreconditioned dynamics; None for pSGLD and HAMCMC (known after a run)."""
         return None if self.preconditioned else eps * self.curvature
 
-    def after_run(self, eps: float, sampler, rows: int) -> tuple[float, float] | None:
+    def after_run(self, eps: float, sampler, batch_size: int) -> tuple[float, float] | None:
         """(μ, q) of a preconditioned stepsize at the preconditioner the run reached: the largest
         over the dynamics' :meth:`~sgmcmc.step.dynamics.base.Dynamics.scaled_curvature_operators`
         (one per chain, or one bounding all), each the median over its ``preconditioner_snapshots``
@@ -346,7 +346,7 @@ class _Cap:
             operators = kernel.scaled_curvature_operators(self.hess, self.like, sampler.kernel_state(), eps)
             if not operators:
                 return None
-            snapshots.append([self._top(op, root, rows) for op, root in operators])
+            snapshots.append([self._top(op, root, batch_size) for op, root in operators])
         mu, q = np.max(np.median(snapshots, axis=0), axis=0)  # each operator's median; the largest
         return float(mu), float(q)
 
@@ -360,9 +360,9 @@ class _Cap:
         return f"{what} × curvature = {mu:.3g}: {stretch}, over {CAP_MARGIN:g} × the 10 % stepsize: {judge}"
 
 
-def _record(i: int, eps: float, rows: int, rnd: int, **fields: Any) -> dict[str, Any]:
+def _record(i: int, eps: float, batch_size: int, rnd: int, **fields: Any) -> dict[str, Any]:
     """One row of the table (defaults: a candidate that did not run)."""
-    row = dict(candidate=i, stepsize=eps, minibatch_size=rows, round=rnd, iterations=0, total_iterations=0,
+    row = dict(candidate=i, stepsize=eps, minibatch_size=batch_size, round=rnd, iterations=0, total_iterations=0,
                gradient_evaluations=0, ksd=math.nan, diverged=False, seconds=0.0, kept=False,
                scaled_curvature=math.nan, noise=math.nan, excluded=False, reason="")
     row.update(fields)
@@ -515,9 +515,9 @@ class _Search:
         self.posterior = first.plain_estimator.posterior
         self.hess = NegativeHessian(self.posterior, point)
         self.like = {k: np.zeros(np.shape(v)) for k, v in point.items()}
-        self.rows = {mb: self.built[mb].batch_size for mb in self.sizes}
+        self.batch_sizes = {mb: self.built[mb].batch_size for mb in self.sizes}
         self.cap = _Cap(name, self.hess, self.like, sampler_kwargs, {k: v.default for k, v in signature.items()},
-                        _noise_models(first, self.hess, point, self.like, sorted(set(self.rows.values())), seed))
+                        _noise_models(first, self.hess, point, self.like, sorted(set(self.batch_sizes.values())), seed))
         self.scale = _diagonal_curvature(self.hess, point, max_exact_dim)
         self.exact_scores = _ExactScores(self.posterior)
         self.n_rows = first.n_rows
@@ -547,21 +547,23 @@ class _Search:
         """The candidates (stepsize × minibatch size; a default grid from the cap when
         ``stepsizes`` is None) and those the cap lets run (unpreconditioned dynamics: before any
         run); refuses when none is left."""
-        cap, rows, sizes = self.cap, self.rows, self.sizes
+        cap, batch_sizes, sizes = self.cap, self.batch_sizes, self.sizes
         if stepsizes is None:
-            stepsizes = cap.default_grid(n_candidates, self.scale, self.n_rows, max(rows.values()))
+            stepsizes = cap.default_grid(n_candidates, self.scale, self.n_rows, max(batch_sizes.values()))
         stepsizes = [float(e) for e in stepsizes]
         if not stepsizes or any(not (e > 0 and np.isfinite(e)) for e in stepsizes):
             raise ValueError(f"stepsizes must be positive numbers, got {stepsizes}")
         self.candidates = candidates = [(e, mb) for mb in sizes for e in stepsizes]
         self.total_iters = {i: 0 for i in range(len(candidates))}
         for i, (eps, mb) in enumerate(candidates):  # unpreconditioned dynamics: the cap before any run
-            mu, q = cap.before_run(eps), cap.noise_before_run(eps, rows[mb])
+            mu, q = cap.before_run(eps), cap.noise_before_run(eps, batch_sizes[mb])
             if mu is not None and cap.over(mu, q):
                 self.excluded.add(i)
-                self.records.append(_record(i, eps, rows[mb], 0, scaled_curvature=mu, noise=q, excluded=True,
+                self.records.append(_record(i, eps, batch_sizes[mb], 0, scaled_curvature=mu, noise=q, excluded=True,
                                             reason=cap.reason(mu, q)))
-        limits = ", ".join(f"{cap.stepsize_for.get(rows[mb], cap.stepsize):.3g} (minibatch {rows[mb]})" for mb in sizes)
+        limits = ", ".join(
+            f"{cap.stepsize_for.get(batch_sizes[mb], cap.stepsize):.3g} (minibatch {batch_sizes[mb]})" for mb in sizes
+        )
         survivors = [i for i in range(len(candidates)) if i not in self.excluded]
         if not survivors:
             raise ValueError(
@@ -596,11 +598,11 @@ class _Search:
         """One round of successive halving: every survivor runs its share of the budget on (from
         where it stopped), scored by the KSD of its second half (first round) or its whole run;
         returns the better half (None when every candidate was dropped)."""
-        candidates, rows, per_iter = self.candidates, self.rows, self.per_iter
+        candidates, batch_sizes, per_iter = self.candidates, self.batch_sizes, self.per_iter
         share = budget // n_rounds
-        iters = {i: share // (len(survivors) * rows[candidates[i][1]] * per_iter) for i in survivors}
+        iters = {i: share // (len(survivors) * batch_sizes[candidates[i][1]] * per_iter) for i in survivors}
         if rnd == 0 and min(iters.values()) < min_iters:
-            need = min_iters * n_rounds * sum(rows[candidates[i][1]] * per_iter for i in survivors)
+            need = min_iters * n_rounds * sum(batch_sizes[candidates[i][1]] * per_iter for i in survivors)
             raise ValueError(
                 f"budget={budget} gives the first round fewer than min_iters={min_iters} iterations per "
                 f"candidate ({len(survivors)} candidates, {n_rounds} rounds): give budget >= {need}, or fewer candidates"
@@ -623,7 +625,8 @@ class _Search:
             print(
                 f"tune_stepsize round {rnd + 1}/{n_rounds}: {len(scores)} candidates x {iters[choice]} iterations"
                 f"{f' ({len(scores) - len(ranked)} over the cap)' if len(ranked) < len(scores) else ''}; "
-                f"best stepsize {candidates[choice][0]:.3g} (minibatch {rows[candidates[choice][1]]}) KSD {scores[choice]:.4g}; "
+                f"best stepsize {candidates[choice][0]:.3g} (minibatch {batch_sizes[candidates[choice][1]]}) "
+                f"KSD {scores[choice]:.4g}; "
                 f"keeping {len(survivors)}; {time.perf_counter() - self.t_start:.1f} s",
                 flush=True,
             )
@@ -633,7 +636,7 @@ class _Search:
         """Candidate ``i`` runs ``n`` more iterations from its saved state (or the starting one);
         returns its KSD (inf if it diverged) and records the run."""
         eps, mb = self.candidates[i]
-        rows, cap = self.rows, self.cap
+        batch_sizes, cap = self.batch_sizes, self.cap
         sampler = self.built[mb]
         t0 = time.perf_counter()
         if i in self.saved:
@@ -646,12 +649,12 @@ class _Search:
         it0 = sampler.iteration
         skip = n // 2 if rnd == 0 else 0
         thin = max(1, math.ceil((n - skip) / ksd_samples))
-        diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, rows[mb]), ""
+        diverged, mu, q, reason = False, cap.before_run(eps), cap.noise_before_run(eps, batch_sizes[mb]), ""
         try:
             out = sample_chain(sampler, n, False, burn_in=it0 + skip, thin=thin)
             value = _standardised_ksd(out, self.exact_scores, self.scale)
             self.saved[i] = sampler.save(f"{self.workdir.name}/cand_{i}")
-            after = cap.after_run(eps, sampler, rows[mb])
+            after = cap.after_run(eps, sampler, batch_sizes[mb])
             if after is not None:
                 mu, q = after
                 if cap.over(mu, q):  # pSGLD, HAMCMC: over the cap at the preconditioner it reached
@@ -659,11 +662,11 @@ class _Search:
                     reason = cap.reason(mu, q)
         except DivergenceError:
             value, diverged = math.inf, True
-        self.spent += n * rows[mb] * self.per_iter
+        self.spent += n * batch_sizes[mb] * self.per_iter
         self.total_iters[i] += n
         self.records.append(_record(
-            i, eps, rows[mb], rnd, iterations=n, total_iterations=self.total_iters[i],
-            gradient_evaluations=n * rows[mb] * self.per_iter, ksd=value, diverged=diverged,
+            i, eps, batch_sizes[mb], rnd, iterations=n, total_iterations=self.total_iters[i],
+            gradient_evaluations=n * batch_sizes[mb] * self.per_iter, ksd=value, diverged=diverged,
             seconds=time.perf_counter() - t0, scaled_curvature=math.nan if mu is None else mu, noise=q,
             excluded=i in self.excluded, reason=reason,
         ))
@@ -689,7 +692,7 @@ class _Search:
         steps = self._chosen_steps()
         self.workdir.cleanup()
         table = pd.DataFrame.from_records(self.records)
-        choice, cap, rows = self.choice, self.cap, self.rows
+        choice, cap, batch_sizes = self.choice, self.cap, self.batch_sizes
         if choice is None:
             raise ValueError(
                 f"every candidate of {self.name} was over the stepsize check's cap (sd within 10 % with the minibatch noise) "
@@ -698,19 +701,21 @@ class _Search:
         last = table.index[table["candidate"] == choice][-1]
         table["chosen"] = table.index == last
         eps, mb = self.candidates[choice]
-        table.attrs["choice"] = {"stepsize": eps, "minibatch_size": rows[mb]}
+        table.attrs["choice"] = {"stepsize": eps, "minibatch_size": batch_sizes[mb]}
         table.attrs["budget"] = budget
         table.attrs["gradient_evaluations"] = self.spent
-        table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature,
-                              "stepsize": None if cap.preconditioned else cap.stepsize_for.get(rows[mb], cap.stepsize)}
+        cap_stepsize = None if cap.preconditioned else cap.stepsize_for.get(batch_sizes[mb], cap.stepsize)
+        table.attrs["cap"] = {"scaled_curvature": cap.mu, "curvature": cap.curvature, "stepsize": cap_stepsize}
         if steps is not None:  # HAMCMC's L-BFGS scaling is not modelled here
             table.attrs["mixing"] = _warn_if_slow(self.name, cap.preconditioned, self.hess, self.like, eps, steps, n_iters,
                                                   self.first.kernel.moves_per_iteration)
         return eps, table
 
 
-def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[int], seed: int) -> dict[int, Callable]:
-    """Minibatch rows -> the gradient noise's variance along a θ-direction (:class:`MinibatchNoise`,
+def _noise_models(
+    sampler, hess: NegativeHessian, point, like, batch_sizes: list[int], seed: int
+) -> dict[int, Callable]:
+    """Minibatch size -> the gradient noise's variance along a θ-direction (:class:`MinibatchNoise`,
     the sampler's estimator: plain rows, or differences from the mode / an anchor)."""
     plain = sampler.plain_estimator
     displacements = None
@@ -719,9 +724,9 @@ def _noise_models(sampler, hess: NegativeHessian, point, like, batch_rows: list[
         spread = 1.0 if sampler.noise_kind == "difference" else math.sqrt(2.0)
         displacements = difference_displacements(ritz, {k: 1.0 for k in like}, 4, spread, seed)
     models = {}
-    for rows in batch_rows:
-        sample = RowSample.draw(plain.posterior, check_rows(rows), seed)
-        models[rows] = MinibatchNoise(plain, point, sample, rows, displacements, seed)
+    for batch_size in batch_sizes:
+        sample = RowSample.draw(plain.posterior, check_rows(batch_size), seed)
+        models[batch_size] = MinibatchNoise(plain, point, sample, batch_size, displacements, seed)
     return models
 
 
