@@ -4,11 +4,11 @@
 once, inside one loop (:meth:`Sampler._run_chunk`, called by :meth:`Sampler.advance` for
 iterations kept by nobody and by :meth:`Sampler.sample_groups` for groups of ``thin`` iterations
 ending in a kept one: many iterations per call, kept values written to ``TensorArray`` s); the
-step-by-step API runs one iteration (:meth:`Sampler.step`). Both pass the same global iteration ``t`` to the same counter-based
-draws (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by the seed and stream, counter
-(chain, t, call)) and read the same minibatch rows (a function of (seed, stream, chain, t),
-:mod:`sgmcmc.data.minibatch`; from a ``tf.data`` pipeline, its elements in order,
-:mod:`sgmcmc.data.stream`), so the same seed gives the same chain.
+step-by-step API runs one iteration (:meth:`Sampler.step`). Both pass the same global iteration
+``t`` to the same counter-based draws (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by
+the seed and stream, counter (chain, t, call)) and read the same minibatch rows (a function of
+(seed, stream, chain, t), :mod:`sgmcmc.data.minibatch`; from a ``tf.data`` pipeline, its
+elements in order, :mod:`sgmcmc.data.stream`), so the same seed gives the same chain.
 
 K chains are stepped together: every state tensor has a leading chain axis (see
 :mod:`sgmcmc.step.dynamics.base`). ``sampler.params`` holds the user's layout: the parameter's shape
@@ -27,9 +27,10 @@ arrive as blocks gathered on the host (:mod:`sgmcmc.data.pipeline`), so the loop
 own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
 for every minibatch kind and chain count measured). Under XLA the step API calls an
 ``advance`` program with n = 1: a loop around the same step as the whole-chain program's,
-without its storage (whose slots would be copied out at every step), because a program of one iteration
-without a loop may round differently in the last bit (the two loops give the same chain bit for
-bit: tests/test_step_api.py); in graph mode it calls a step function of its own (Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
+without its storage (whose slots would be copied out at every step), because a program of one
+iteration without a loop may round differently in the last bit (the two loops give the same
+chain bit for bit: tests/test_step_api.py); in graph mode it calls a step function of its own
+(Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
 cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
 first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
 indices where graph mode raises.
@@ -57,11 +58,11 @@ from ..distribute.placement import RowShard
 from ..graph_options import bound_once, own_function, package_call_options
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
 from ..data.pipeline import BlockFeed, iteration_of, iterations_per_block
-from . import program
-from .program import ChainState, finite_per_chain
 from ..data.stream import BatchStream, StreamFeed, StreamReader
 from ..step.random import ChainRandom
 from ..data.rows import Rows
+from . import program
+from .program import ChainState, finite_per_chain
 
 #: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
 #: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
