@@ -35,9 +35,9 @@ scikit-learn, SciPy's stats and matplotlib's pyplot; TensorFlow Probability read
 at import. sgmcmc needs none of them, so :func:`import_tensorflow_quietly` imports TensorFlow
 and TFP with ``sys.modules["keras"] = None`` (Python's "not importable" marker), then removes
 the marker: Keras loads on first use (``import keras``, ``tf.keras``, ``tfp.layers``,
-``sgmcmc.keras``), as when TensorFlow is imported without it. Measured on 2 cores, quiet:
-``import sgmcmc`` 4.7 → 3.4 s wall (Keras 1.5 s; RESULTS.md, round 6 session 9). Nothing is
-deferred when TensorFlow or Keras is already loaded.
+``sgmcmc.keras``), as when TensorFlow is imported without it. Measured on 2 cores, a fresh
+process each, three runs: ``import sgmcmc`` 5.6 → 4.5 s wall, 5.3 → 4.1 CPU s (RESULTS.md,
+round 6 session 9). Nothing is deferred when TensorFlow or Keras is already loaded.
 """
 
 from __future__ import annotations

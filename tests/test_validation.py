@@ -470,9 +470,11 @@ def test_import_prints_nothing_on_stderr_and_defers_keras():
     done = _python(
         "import sgmcmc, sys; print(sgmcmc.__name__, 'keras' in sys.modules)\n"
         "import tensorflow as tf, tensorflow_probability as tfp, keras\n"
-        "print(tf.keras.layers.Dense is keras.layers.Dense, sgmcmc.keras.__name__, tfp.layers.DenseVariational.__name__)"
+        "print(tf.keras.layers.Dense is keras.layers.Dense, sgmcmc.keras.__name__,\n"
+        "      tfp.layers.DenseVariational.__name__)"
     )
-    assert done.returncode == 0 and done.stdout == "sgmcmc False\nTrue sgmcmc.keras DenseVariational\n", done.stderr
+    expected = "sgmcmc False\nTrue sgmcmc.keras DenseVariational\n"
+    assert done.returncode == 0 and done.stdout == expected, done.stderr
     assert done.stderr == "", done.stderr
 
 

@@ -95,10 +95,10 @@ def test_model_xla_cannot_compile_falls_back_to_graph_mode(xla, small_gauss, run
 
 def test_burn_in_and_every_thinning_share_one_compiled_program(xla, small_gauss, setup, monkeypatch):
     """Under XLA a run's burn-in and its sampling at any thinning are calls of one compiled
-    program (``Sampler._run_chunk``): the iteration is traced once, not once per loop (an advance
-    loop and a sampling loop with a second copy of the step for thin > 1 were three traces and
-    three XLA compilations here). Broken variant checked: ``advance`` through the separate
-    advance program traces twice and fails. What the program keeps is checked against the step
+    program (``Sampler._run_chunk``): the iteration is traced once, not once per loop (before:
+    an advance loop, and a sampling loop per thinning with a second copy of the step for
+    thin > 1). Broken variant checked: ``advance`` through the separate advance program traces
+    twice and fails. What the program keeps is checked against the step
     API by test_step_api_equals_whole_chain_under_xla."""
     traces = []
     step = sgmcmc.run.sampler.Sampler._step
