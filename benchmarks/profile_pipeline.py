@@ -46,7 +46,7 @@ def main(argv=None) -> None:
     s = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 500, seed=1, minibatch_replace=args.replace, n_chains=args.chains)
     sgmcmc.init_sess(s)
     sgmcmc.sample_chain(s, 1000, verbose=False)
-    s.advance(10)  # compiles the advance program
+    s._advance(10, until_ready=False)  # compiles the advance loop (the step API's; no storage)
     feed = s.feed("chain")
     cap = feed.capacity
     draw = median_time(lambda: feed.indices.draw(feed.seed, feed.stream, feed.chains, 0, cap)) / cap
