@@ -29,7 +29,7 @@ from sgmcmc.run import improper  # noqa: E402
 COST: dict[str, float] = {}
 
 
-class Counted(improper._Posterior):
+class Counted(improper._FlatLogPosterior):
     """The check's evaluator, its counters kept after an error."""
 
     def __init__(self, *args, **kwargs):
@@ -99,7 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
-    improper._Posterior = Counted
+    improper._FlatLogPosterior = Counted
     improper.check_proper = timed_check()
 
     from sklearn.datasets import load_breast_cancer

@@ -169,7 +169,7 @@ class ProperCheck:
     seconds: float = 0.0
 
 
-class _Posterior:
+class _FlatLogPosterior:
     """The log posterior, its gradient and Hessian-vector products on flat float64 vectors: on
     the mode search's row subsample (its Hessian operator's rows and scale), or on all rows."""
 
@@ -243,7 +243,7 @@ class _Posterior:
         return out
 
 
-def _prior_curves_every_element(post: _Posterior, x: np.ndarray) -> bool:
+def _prior_curves_every_element(post: _FlatLogPosterior, x: np.ndarray) -> bool:
     r"""Whether :math:`r_i\,(-\nabla^2\log p(\theta)\,r)_i > 0` for every element i, r a fixed
     random ±1 vector: exact for a diagonal prior's Hessian (a Normal on every element), a
     heuristic otherwise (it only decides whether the test runs)."""
@@ -320,7 +320,7 @@ def ray(value: Callable[[np.ndarray], float], start: np.ndarray, direction: np.n
     return Ray(start, u, [0.0] + [sd * 2.0**j for j in keys], [f0] + [seen[j] for j in keys], improper)
 
 
-def _newton_step(post: _Posterior, x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
+def _newton_step(post: _FlatLogPosterior, x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
     """CG on A s = g at x (at most :data:`CG_ITERS` products; stopped at non-positive curvature):
     (s, D² = gᵀs; also sᵀAs, since CG's residual is orthogonal to its iterate)."""
     s, r = np.zeros_like(g), g.copy()
@@ -340,12 +340,12 @@ def _newton_step(post: _Posterior, x: np.ndarray, g: np.ndarray) -> tuple[np.nda
     return s, max(float(g @ s), 0.0)
 
 
-def _sd_along(post: _Posterior, x: np.ndarray, u: np.ndarray, floor: float) -> float:
+def _sd_along(post: _FlatLogPosterior, x: np.ndarray, u: np.ndarray, floor: float) -> float:
     """1/√max(uᵀAu, floor) at x, u a unit vector (one product)."""
     return 1.0 / np.sqrt(max(float(u @ post.hvp(x, u)), floor))
 
 
-def runaway(post: _Posterior, x0: np.ndarray, floor: float, eps: float,
+def runaway(post: _FlatLogPosterior, x0: np.ndarray, floor: float, eps: float,
             log: Callable[[str], None] = lambda text: None) -> tuple[Ray | None, int]:
     """The runaway search on the subsample from x0 (module docstring): Newton-CG steps, each
     followed by a ray along it and a ray from x0 through the new point. Returns the first
@@ -419,7 +419,7 @@ def runaway(post: _Posterior, x0: np.ndarray, floor: float, eps: float,
     return None, steps
 
 
-def flat_direction(post: _Posterior, x: np.ndarray) -> tuple[np.ndarray, float, float]:
+def flat_direction(post: _FlatLogPosterior, x: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(the smallest Ritz vector, its curvature, λ_max) of A at x: Lanczos with full
     reorthogonalisation, min(d, :data:`FLAT_LANCZOS_STEPS`) products."""
     like = {k: np.zeros(s) for k, s in post.shapes.items()}
@@ -436,7 +436,7 @@ def flat_direction(post: _Posterior, x: np.ndarray) -> tuple[np.ndarray, float, 
 
 
 
-def _names(post: _Posterior, u: np.ndarray) -> list[str]:
+def _names(post: _FlatLogPosterior, u: np.ndarray) -> list[str]:
     """The parameter elements with the largest share u_i² of the direction, largest first: at
     most :data:`NAMED`, and only those with at least a tenth of the largest share."""
     share = u**2
@@ -445,7 +445,7 @@ def _names(post: _Posterior, u: np.ndarray) -> list[str]:
     return [names[i] for i in order[:NAMED] if share[i] >= 0.1 * share[order[0]]]
 
 
-def _raise_if_confirmed(method: str, post: _Posterior, found: Ray | None, kind: str, eps: float,
+def _raise_if_confirmed(method: str, post: _FlatLogPosterior, found: Ray | None, kind: str, eps: float,
                         log: Callable[[str], None]) -> None:
     """Raise for an improper ray of the subsample when the full data agree (the same points,
     farthest first; nothing to redo when the subsample is every row)."""
@@ -495,7 +495,7 @@ def check_proper(sampler, hess, point: Mapping[str, Any] | None = None, *, verbo
     if point is None:
         point = {k: v.read_value() for k, v in sampler.estimator.mode.items()}
     point = {k: np.asarray(v) for k, v in point.items()}
-    post = _Posterior(sampler, point, hess)
+    post = _FlatLogPosterior(sampler, point, hess)
     x0 = post.flat(point)
     method = getattr(sampler, "method", "sampler")
 
@@ -527,7 +527,7 @@ def check_proper(sampler, hess, point: Mapping[str, Any] | None = None, *, verbo
     return ProperCheck(True, steps, post.evaluations, post.products, post.passes, seconds)
 
 
-def _error(method: str, post: _Posterior, found: Ray, kind: str) -> ImproperPosteriorError:
+def _error(method: str, post: _FlatLogPosterior, found: Ray, kind: str) -> ImproperPosteriorError:
     """The error for an improper ray: the elements that move most, the log posterior along it, the fix."""
     names = _names(post, found.direction)
     share = found.direction**2
