@@ -105,14 +105,13 @@ def run(
     keep = groups > 0
     size = tf.cast(groups, tf.int32) + 1 if capacity is None else capacity + 1
     spare = size - 1
-    log_post_like = state.log_post
 
     def arrays(like: dict[str, tf.Tensor]) -> dict[str, tf.TensorArray]:
         return {name: tf.TensorArray(p.dtype, size=size, element_shape=p.shape) for name, p in like.items()}
 
     samples = arrays(state.params)
     grads = arrays(state.params) if store_gradients else {}
-    log_posts = tf.TensorArray(log_post_like.dtype, size=size, element_shape=log_post_like.shape)
+    log_posts = tf.TensorArray(state.log_post.dtype, size=size, element_shape=state.log_post.shape)
 
     def body(i, current, prev, diverged_at, last, samples, grads, log_posts):
         t = state.t + i + 1

@@ -91,7 +91,6 @@ class MinibatchGradient:
 
     log_lik = property(lambda self: self.posterior.log_lik)
     log_prior = property(lambda self: self.posterior.log_prior)
-    dataset = property(lambda self: self.posterior.dataset)
     reduce = property(lambda self: self.posterior.reduce)
     rows = property(lambda self: self.posterior.rows)
 
