@@ -3,8 +3,8 @@
 Prints the median per-call cost of ``sgmcmc_step`` and of ``get_params`` (blocks of 1,000
 calls, medians over blocks), and resident memory (RSS) after 10^3 and after 10^5 steps.
 
-``--replace``: ``minibatch_replace=True`` (XLA mode by default: the step is the loop's own
-``advance`` program with n = 1).
+``--replace``: ``minibatch_replace=True``. The step is ``Sampler._checked_step`` compiled on its
+own (XLA by default; ``SGMCMC_XLA=0`` for graph mode).
 
 Usage: python benchmarks/bench_step.py [--steps 100000] [--n-rows 581012] [--replace]
 """

@@ -25,13 +25,11 @@ measured) and ``tune_stepsize``'s short candidate runs (``GRAPH_MODE_ITERATIONS`
 ``SGMCMC_XLA=0``/``1`` in the environment forces graph mode / XLA. The minibatches
 arrive as blocks gathered on the host (:mod:`sgmcmc.data.pipeline`), so the loop has no sampler of its
 own and XLA fuses the iteration (benchmarks/bench_modes.py: XLA at least as fast as graph mode
-for every minibatch kind and chain count measured). Under XLA the step API calls an
-``advance`` program with n = 1: a loop around the same step as the whole-chain program's,
-without its storage (whose slots would be copied out at every step), because a program of one
-iteration without a loop may round differently in the last bit (the two loops give the same
-chain bit for bit: tests/test_step_api.py); in graph mode it calls a step function of its own
-(Grappler's rewrites are off for both, :mod:`sgmcmc.graph_options`). A model XLA
-cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
+for every minibatch kind and chain count measured). The step API calls a program of one step
+(:meth:`Sampler._checked_step`) in either mode: since XLA's code is capped at AVX (no FMA
+contraction, :mod:`sgmcmc._xla_flags`) it gives the whole-chain program's bits
+(tests/test_step_api.py, benchmarks/xla_step_identity.py); Grappler's rewrites are off for
+both (:mod:`sgmcmc.graph_options`). A model XLA cannot compile (an op with no XLA kernel, e.g. ``tf.print``) falls back to graph mode at the
 first call, with a :class:`~sgmcmc.CompilationWarning`. XLA clamps out-of-range ``tf.gather``
 indices where graph mode raises.
 """
@@ -270,7 +268,7 @@ class Sampler:
         self._step_function = None  # the concrete function it runs
         self._functions: dict = {}
         self._estimate_for_storage = None
-        self._held_step_block = None  # the step API's block: (feed, its calls then, first iteration, block)
+        self._held_step_block = None  # the step API's block: (feed, its calls then, block, its first iteration)
 
     def _make_random_streams(self) -> None:
         """The noise streams of :attr:`seed` (the minibatch streams are made from it by ``feed``)."""
@@ -675,76 +673,79 @@ class Sampler:
             est = self._estimate_for_storage(block)
         return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
 
-    def _checked_step(self, block, offset) -> tf.Tensor:
-        """Graph mode's step: one iteration reading ``block[offset]``, written to the variables
-        only if the new state and the log-posterior estimate are finite (so a divergence leaves
-        the last finite state in place); returns whether it was."""
-        t = self._iteration.read_value() + 1
-        state, est = self._step(self._read_state(), t, iteration_of(block, offset))
-        finite = tf.reduce_all(finite_per_chain(state[0], est.log_post))
+    def _checked_step(self, block, first) -> tf.Tensor:
+        """The step API's step: one iteration reading its minibatch from ``block``, whose first
+        iteration is ``first``; the state is written only if it and the log-posterior estimate
+        are finite (so a divergence leaves the last finite state in place). Returns 1 (stepped),
+        0 (diverged: nothing written) or -1 (the current iteration is not in the block: nothing
+        done). The place in the block comes from the iteration counter inside the program, so a
+        step reads no variable on the host."""
+        t = self._iteration.read_value()
+        offset = t - first
+        inside = tf.logical_and(offset >= 0, offset < self.feed("chain").capacity)
 
-        def write() -> tf.Tensor:
-            self._write_state(state)
-            self._iteration.assign(t)
-            self._last_log_post.assign(est.log_post)
-            return tf.constant(True)
+        def step() -> tf.Tensor:
+            state, est = self._step(self._read_state(), t + 1, iteration_of(block, tf.maximum(offset, 0)))
+            finite = tf.reduce_all(finite_per_chain(state[0], est.log_post))
 
-        return tf.cond(finite, write, lambda: tf.constant(False))
+            def write() -> tf.Tensor:
+                self._write_state(state)
+                self._iteration.assign(t + 1)
+                self._last_log_post.assign(est.log_post)
+                return tf.constant(1, tf.int32)
+
+            return tf.cond(finite, write, lambda: tf.constant(0, tf.int32))
+
+        return tf.cond(inside, step, lambda: tf.constant(-1, tf.int32))
 
     def _make_step(self):
-        """The step API's compiled call ``(block, offset) -> finite``. Under XLA: the loop's own
-        ``advance`` program with n = 1 (a separate XLA program of the same iteration could round
-        differently in the last bit)."""
-        if self.jit_compile:
-            self._advance(0, until_ready=False)  # compiles, or falls back to graph mode
-        call = None  # the concrete step, its arguments bound once (graph_options.bound_once)
-        if not self.jit_compile:
-            checked = own_function(self._checked_step)
+        """The step API's compiled call ``(block, first) -> status`` (:meth:`_checked_step`),
+        compiled on its own: under XLA a call of it costs ~230 µs against ~420 for the loop's
+        ``advance`` program with n = 1, with the same bits (benchmarks/RESULTS.md "Round 6,
+        session 10"). Its first call compiles it through :meth:`_call` (XLA's fallback to graph
+        mode); later calls bind their arguments once (:func:`~sgmcmc.graph_options.bound_once`)."""
+        call = None
 
-            def run(block, offset) -> bool:
-                nonlocal call
-                if self._step_function is None:  # one trace; the block's shape never changes
-                    self._step_function = checked.get_concrete_function(block, offset)
-                    call = bound_once(self._step_function)
-                return bool(call(block, offset))
-
-            return run
-        advance = self._compiled("advance", lambda n, block, offset: self._advance_chunk(n, block, offset))
-        one = tf.constant(1, tf.int64)
-
-        def run_xla(block, offset) -> bool:
+        def run(block, first) -> int:
             nonlocal call
-            if self._step_function is None:
-                self._step_function = advance.get_concrete_function(one, block, offset)
-                call = bound_once(self._step_function)
-            return int(call(one, block, offset)[1]) == 0
+            if call is None:
+                status = self._call("step", self._checked_step, block, first)
+                if self._compiled_step is not None:  # None: XLA fell back; the next step remakes it
+                    self._step_function = self._compiled("step", self._checked_step).get_concrete_function(block, first)
+                    call = bound_once(self._step_function)
+                return int(status)
+            return int(call(block, first))
 
-        return run_xla
+        return run
 
-    def _step_block(self) -> tuple[dict, tf.Tensor]:
-        """The block holding the next iteration's minibatches and that iteration's place in it.
-        The step API gathers a whole block of the loop's capacity at once (the next one on the
-        feed's thread meanwhile) and reads one iteration of it per step: a step costs a compiled
-        call, not a gather and a block's conversion. The block is dropped when its feed served
-        anyone else since (a whole-chain run reuses the feed's buffers) or the iteration left it
-        (a restore, a reset)."""
-        feed, t = self.feed("chain"), self.iteration
+    def _step_block(self, refill: bool = False) -> tuple[dict, tf.Tensor]:
+        """The block holding the step API's minibatches and its first iteration. The step API
+        gathers a whole block of the loop's capacity at once (the next one on the feed's thread
+        meanwhile) and reads one iteration of it per step: a step costs a compiled call, not a
+        gather and a block's conversion. The block is gathered again when its feed served anyone
+        else since (a whole-chain run reuses the feed's buffers) or, with ``refill``, at the
+        current iteration (the step found it outside the block: a restore, a reset, a run)."""
+        feed = self.feed("chain")
         held = self._held_step_block
-        if held is None or held[0] is not feed or held[1] != feed.calls or not held[2] <= t < held[2] + feed.capacity:
+        if refill or held is None or held[0] is not feed or held[1] != feed.calls:
+            t = self.iteration
             block = feed.block(t, feed.capacity, prefetch=(t + feed.capacity, feed.capacity))
-            held = self._held_step_block = (feed, feed.calls, t, block)
-        return held[3], tf.constant(t - held[2], tf.int64)
+            held = self._held_step_block = (feed, feed.calls, block, tf.constant(t, tf.int64))
+        return held[2], held[3]
 
     def step(self) -> None:
-        """One iteration as one call of a compiled function (traced once), its minibatches
-        read from a block gathered ahead (:meth:`_step_block`)."""
+        """One iteration as one call of a compiled function (traced once), its minibatch read
+        from a block gathered ahead (:meth:`_step_block`)."""
         self.require_initialised()
         if self._compiled_step is None:
             self._compiled_step = self._make_step()
-        block, offset = self._step_block()
         with package_call_options():
-            finite = self._compiled_step(block, offset)
-        if not finite:
+            status = self._compiled_step(*self._step_block())
+            if status < 0:
+                status = self._compiled_step(*self._step_block(refill=True))
+        if status < 0:
+            raise RuntimeError(f"{self.method}: the step API's block does not hold iteration {self.iteration}")
+        if status == 0:
             it = self.iteration
             raise DivergenceError(
                 f"{self.method} diverged at iteration {it + 1}: the log-posterior estimate or a "
