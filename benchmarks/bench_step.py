@@ -3,7 +3,7 @@
 Prints the median per-call cost of ``sgmcmc_step`` and of ``get_params`` (blocks of 1,000
 calls, medians over blocks), and resident memory (RSS) after 10^3 and after 10^5 steps.
 
-``--replace``: ``minibatch_replace=True``. The step is ``Sampler._checked_step`` compiled on its
+``--replace``: ``minibatch_replace=True``. The step is ``StepCall.checked_step`` (sgmcmc/run/step_call.py) compiled on its
 own (XLA by default; ``SGMCMC_XLA=0`` for graph mode).
 
 Usage: python benchmarks/bench_step.py [--steps 100000] [--n-rows 581012] [--replace]
@@ -69,14 +69,14 @@ def main(argv=None):
     # per parameter).
     import tensorflow as tf
 
-    block, offset = sampler._step_block()
+    block, offset = sampler.step_call._block()
     one = tf.constant(1, tf.int64)
     empty = tf.function(lambda n, b, o: n + o, jit_compile=sampler.jit_compile or None)
     variable = next(iter(sampler.params.values()))
     import numpy as np
 
     from sgmcmc.graph_options import bound_once
-    from sgmcmc.run.sampler import read_now
+    from sgmcmc.run.variables import read_now
 
     empty_bound = bound_once(empty.get_concrete_function(one, block, offset))
     floors = {

@@ -46,14 +46,14 @@ def main(argv=None) -> None:
     s = sgmcmc.sgld_setup(log_lik, data, start(), 5e-6, log_prior, 500, seed=1, minibatch_replace=args.replace, n_chains=args.chains)
     sgmcmc.init_sess(s)
     sgmcmc.sample_chain(s, 1000, verbose=False)
-    s._advance(10, until_ready=False)  # compiles the advance loop (the step API's; no storage)
+    s.calls.advance_loop(10)  # compiles the advance loop (graph mode's burn-in; no storage)
     feed = s.feed("chain")
     cap = feed.capacity
     draw = median_time(lambda: feed.indices.draw(feed.seed, feed.stream, feed.chains, 0, cap)) / cap
     idx = feed.indices.draw(feed.seed, feed.stream, feed.chains, 0, cap)
     gather = median_time(lambda: s.rows.take(idx)) / cap
     block = feed.block(s.iteration, cap)
-    fn = s._functions["advance"]
+    fn = s.programs.function("advance", None)
     n = tf.constant(cap, tf.int64)
     call = median_time(lambda: fn(n, block, tf.constant(0, tf.int64))) / cap
     whole = median_time(lambda: sgmcmc.sample_chain(s, 10 * cap, verbose=False), 3) / (10 * cap)

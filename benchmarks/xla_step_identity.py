@@ -1,6 +1,6 @@
 """Is the chain the same from both APIs? (SPEC §4; a check, not a timing.)
 
-The step API's step (``Sampler._checked_step``, compiled on its own) and the whole chain (the
+The step API's step (``StepCall.checked_step``, compiled on its own) and the whole chain (the
 chunk program's ``while`` loop) are different XLA programs. For every sampler family (sgld with
 the plain, SVRG and SAGA estimators, sghmc, sgldcv, psgld, hamcmc, baoab), one and three chains,
 float32 and float64, on a 5-parameter logistic regression (N = 1,000, n = 50): 120 calls of

@@ -194,6 +194,6 @@ def test_hamcmc_default_memory_recovers_a_correlated_26_dimensional_posterior():
     ratio = draws.std(0) / sd
     assert mean_error.max() < 0.4, mean_error
     assert np.all((0.85 < ratio) & (ratio < 1.3)), ratio
-    assert sampler._aux["thetas"].shape[1] == 27  # the memory in use
+    assert sampler.variables.aux["thetas"].shape[1] == 27  # the memory in use
     with pytest.raises(ValueError, match="memory must be >= 2"):
         sgmcmc.hamcmc_setup(log_lik, {"X": X, "y": y}, {"b": np.zeros(d)}, 0.3, memory=1)

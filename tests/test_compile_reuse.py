@@ -184,7 +184,7 @@ def test_a_reused_sampler_gives_a_new_samplers_chain(name, estimator):
 def test_kept_samplers_hold_no_block_buffers_and_respect_the_byte_cap(data, monkeypatch):
     run(data, seed=1)
     kept = reuse._entries[0]
-    assert kept.sampler._feeds == {} and kept.nbytes == kept.sampler.state_bytes() > 0
+    assert not kept.sampler.feeds.holds_buffers and kept.nbytes == kept.sampler.state_bytes() > 0
     reuse.clear_compiled_cache()
     monkeypatch.setattr(reuse, "KEEP_BYTES", kept.nbytes - 1)  # one sampler alone is above it
     run(data, seed=1)

@@ -287,12 +287,12 @@ def test_csghmc_visits_the_four_modes():
 def test_bad_arguments_are_refused_before_compiling(changes, error, words, monkeypatch, tmp_path):
     """Each refusal names the argument; none compiles anything (the chunk functions are
     replaced by ones that fail) and the checkpoint directory is not made."""
-    from sgmcmc.run.sampler import Sampler
+    from sgmcmc.run.compiled import CompiledPrograms
 
     def compiled(*args, **kwargs):
         raise AssertionError("compiled before refusing")
 
-    monkeypatch.setattr(Sampler, "_call", compiled)
+    monkeypatch.setattr(CompiledPrograms, "call", compiled)
     monkeypatch.chdir(tmp_path)
     arguments = dict(stepsize=0.01, n_iters=10, n_cycles=2, exploration=0.8, **QUIET)
     arguments.update(changes)

@@ -62,12 +62,12 @@ def sampler():
 
 
 def test_chunk_and_step_graphs_have_gpu_kernels(sampler):
-    chunks = [f for key, f in sampler._functions.items()]
+    chunks = sampler.programs.made()
     assert chunks, "no compiled chunk"
     types = set()
     for function in chunks:
         for concrete in function._list_all_concrete_functions():
             types |= _op_types(concrete)
-    types |= _op_types(sampler._step_function)
+    types |= _op_types(sampler.step_call.concrete_function)
     assert any("Gather" in t for t in types)
     assert _without_gpu_kernel(types) == []

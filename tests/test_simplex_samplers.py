@@ -54,7 +54,7 @@ def theta_after(m, h, k, seed):
     θ₀ = ω₀Σâ is not random and Corollary 5.4.2 applies with a fixed θ₀."""
     s = sgmcmc.scir_setup(category_counts, LABELS, START, h, ALPHA, 10, seed=seed, n_chains=k)
     sgmcmc.sample_chain(s, m, verbose=False, burn_in=m - 1)
-    return np.exp(s._aux["log_theta"]["omega"].numpy().astype(np.float64))
+    return np.exp(s.variables.aux["log_theta"]["omega"].numpy().astype(np.float64))
 
 
 def corollary_z(theta, h, m):

@@ -246,7 +246,7 @@ def test_init_sess_again_restarts_chain(name, stepped):
 
 
 def test_steps_across_blocks_interleaved_with_runs_and_restores(small_gauss, run, setup, monkeypatch, tmp_path):
-    """The step API reads a block gathered ahead (Sampler._step_block): with blocks of 7
+    """The step API reads a block gathered ahead (StepCall._block): with blocks of 7
     iterations, steps that cross blocks, a whole-chain call on the same feed between steps
     (which reuses the feed's buffers: the held block must be dropped) and a restore (the
     iteration goes back) must give the whole chain's draws bit for bit. Broken variant (run):

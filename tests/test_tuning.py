@@ -370,7 +370,7 @@ def test_tuned_stepsize_is_right_or_the_mixing_warning_fires(ill, method):
             draws = sgmcmc.sample_chain(sampler, 20_000, False)["b"][4_000:]
     steps = np.full(ILL_D, eps)
     if method == "psgld":
-        steps = eps / (sampler.kernel.lam + np.sqrt(sampler._aux["v"]["b"].numpy()[0]))
+        steps = eps / (sampler.kernel.lam + np.sqrt(sampler.variables.aux["v"]["b"].numpy()[0]))
     root = np.sqrt(steps)
     values, vectors = np.linalg.eigh(root[:, None] * g["P"] * root[None, :])
     mu, v = values[-1], vectors[:, -1]
@@ -470,7 +470,7 @@ def test_tuned_hamcmc_stepsize_on_its_standardised_scale(ill):
     draws, mus = [], []
     for _ in range(9):
         draws.append(sgmcmc.sample_chain(sampler, 2_000, False)["b"])
-        s, y = sampler._aux["s"][:1], sampler._aux["y"][:1]
+        s, y = sampler.variables.aux["s"][:1], sampler.variables.aux["y"][:1]
         rho, _, gamma = lbfgs_pairs(s, y)
         H = np.stack([_two_loop_graph(tf.constant(e[None]), s, y, rho, gamma).numpy()[0] for e in np.eye(ILL_D)])
         mus.append(eps * np.max(np.linalg.eigvals(H @ g["P"]).real))
@@ -542,4 +542,4 @@ def test_the_candidates_compile_by_the_budgets_iterations(model, monkeypatch, bu
     search = stepsize_search._Search("sgld", model["log_lik"], model["data"], model["start"], model["log_prior"],
                                      [20], 0, False, 256, {}, budget)
     assert [s.jit_compile for s in search.built.values()] == [xla]
-    assert not any(s._functions for s in search.built.values())  # nothing compiled yet
+    assert not any(s.programs.made() for s in search.built.values())  # nothing compiled yet

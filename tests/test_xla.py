@@ -26,7 +26,7 @@ from sgmcmc.data.rows import aligned_empty
 @pytest.fixture
 def xla(monkeypatch):
     monkeypatch.setenv("SGMCMC_XLA", "1")
-    monkeypatch.setattr(sgmcmc.run.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
+    monkeypatch.setattr(sgmcmc.run.calls, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_step_api_equals_whole_chain_under_xla(name, replace, small_gauss, run, 
     groups) equal the step API's every second state after burn-in, bit for bit: two samplers
     compiled separately reproduce one chain from one seed. Without replacement XLA is forced
     (``SGMCMC_XLA=1``); with replacement it is the default."""
-    monkeypatch.setattr(sgmcmc.run.sampler, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
+    monkeypatch.setattr(sgmcmc.run.calls, "XLA_MAX_GROUPS", 16)  # several chunks in a short run
     if replace:
         monkeypatch.delenv("SGMCMC_XLA", raising=False)
     else:
@@ -76,7 +76,7 @@ def test_xla_sgld_matches_the_exact_discretised_dynamics(xla, gauss3d, run, r_se
 def test_model_xla_cannot_compile_falls_back_to_graph_mode(xla, small_gauss, run, monkeypatch):
     """A ``tf.print`` in log_lik (no XLA kernel): one CompilationWarning, the sampler in graph
     mode, and exactly the chain graph mode gives from the start. With burn-in and thinning, the
-    failing first call is the whole-chain program's burn-in (``Sampler._run_chunk`` keeping
+    failing first call is the whole-chain program's burn-in (``WholeChainCalls._run_groups`` keeping
     nothing), rerun in graph mode, and the sampling calls follow in graph mode."""
 
     def log_lik(params, dataset):
@@ -95,7 +95,7 @@ def test_model_xla_cannot_compile_falls_back_to_graph_mode(xla, small_gauss, run
 
 def test_burn_in_and_every_thinning_share_one_compiled_program(xla, small_gauss, setup, monkeypatch):
     """Under XLA a run's burn-in and its sampling at any thinning are calls of one compiled
-    program (``Sampler._run_chunk``): the iteration is traced once, not once per loop (before:
+    program (``WholeChainCalls._run_groups``): the iteration is traced once, not once per loop (before:
     an advance loop, and a sampling loop per thinning with a second copy of the step for
     thin > 1). Broken variant checked: ``advance`` through the separate advance program traces
     twice and fails. What the program keeps is checked against the step

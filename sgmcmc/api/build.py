@@ -365,7 +365,7 @@ def _checked_construction(
     )
     construction = _Construction(
         (method.name, kernel),
-        (data, starts, n, seed, dtype, cv),
+        (starts, n, seed, dtype, cv),
         dict(
             starts_given_per_chain=per_chain, settings=settings, constraints=constrained,
             minibatch_replace=setup.minibatch_replace,

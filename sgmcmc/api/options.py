@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from .. import checks
-from ..run.sampler import Keep
+from ..run.calls import Keep
 
 #: ``log_lik(params, dataset)``: the SUM of the log-likelihood over the rows it is given.
 LogLik = Callable[[dict[str, tf.Tensor], dict[str, tf.Tensor]], tf.Tensor]

@@ -24,7 +24,8 @@ from ..errors import BurnInNotFound, DivergenceError, Interrupted, SamplingError
 from ..data.stream import is_batch_stream
 from ..step.dynamics import Segment
 from ..step.estimators import EstimatorSpec
-from ..run.sampler import Keep, Sampler
+from ..run.calls import Keep
+from ..run.sampler import Sampler
 from ..analysis.samples import Samples, concatenate_draws
 from .session import init_sess
 from .build import build_sampler, placement_of, shared_seed, whole_chain_sampler

@@ -34,7 +34,7 @@ largest elements.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf

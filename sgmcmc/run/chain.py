@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 
 from ..distribute.collective import failed_worker
 from ..errors import DivergenceError, Interrupted, SamplingError
-from .sampler import Keep, Sampler
+from .calls import Keep
+from .sampler import Sampler
 from ..analysis.samples import Samples
 
 T = TypeVar("T")
@@ -355,8 +356,8 @@ def _continue(
     continuation,
 ):
     """The chunk loop of :func:`run_chain`, from the sampler's current iteration to the run's end."""
-    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // sampler.bytes_per_kept(store_gradients))))
-    xla_groups = sampler.max_groups_per_call(store_gradients)
+    max_chunk = max(1, min(MAX_CHUNK, keep.thin * (MAX_CHUNK_BYTES // sampler.calls.bytes_per_kept(store_gradients))))
+    xla_groups = sampler.calls.max_groups_per_call(store_gradients)
     if xla_groups is not None:  # XLA's sampling call has fixed storage
         max_chunk = max(1, min(max_chunk, keep.thin * xla_groups))
     if checkpoint_every:

@@ -76,8 +76,10 @@ from ..graph_options import own_function, package_call_options
 from ..step.contract import BoundEstimator, Minibatches
 from ..step.dynamics.sgd import SGD
 from .improper import check_proper
+from .feeds import run_blocks
 from .program import finite_per_chain
-from .sampler import ChunkResult, Sampler
+from .calls import ChunkResult
+from .sampler import Sampler
 from ..stability.curvature import NegativeHessian
 from ..stability.check import RowSample, check_before_sampling, lanczos_largest
 
@@ -195,7 +197,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
         return int(done), int(diverged_at), last.numpy()
 
     feed = sampler.feed("mode")
-    results = sampler.run_blocks(n, feed, feed.capacity, call, start=sampler.mode_search.iteration)
+    results = run_blocks(n, feed, feed.capacity, call, sampler.mode_search.iteration)
     done = sum(r[0] for r in results)
     return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))
 

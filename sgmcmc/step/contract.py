@@ -72,6 +72,16 @@ class Minibatches:
         d = d + self.offset
         return Minibatch({k: tf.gather(v, d) for k, v in self.batches["rows"].items()}, tf.gather(indices, d))
 
+    def check_all_taken(self, method: str) -> None:
+        """At trace time, after the iteration: the kernel used every minibatch it announced (a
+        kernel that takes fewer would leave rows drawn for nothing, and its chain would change if
+        the count were corrected)."""
+        if self.batches is not None and self.taken != self.available:
+            raise RuntimeError(
+                f"{method}: the kernel used {self.taken} minibatches in an iteration but announced "
+                f"{self.available} (minibatches_per_iteration)"
+            )
+
 
 class Estimate(NamedTuple):
     """A gradient estimate for K chains: ``log_post`` ``[K]``, ``grads`` like the params."""

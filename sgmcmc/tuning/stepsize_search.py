@@ -106,7 +106,7 @@ from ..data.stream import is_batch_stream
 from ..api import samplers
 from ..api.runs import sample_chain
 from ..api.session import init_sess
-from ..run.sampler import default_jit_compile
+from ..run.compiled import default_jit_compile
 from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.posterior import FULL_GRADIENT_BATCH_ROWS, Posterior, value_and_grad

@@ -1,0 +1,183 @@
+"""The whole-chain API's compiled calls: the variables read, a chain program run, written back.
+
+One loop over iterations (:func:`~sgmcmc.run.program.run`) serves burn-in and sampling at every
+thinning: each call runs the iterations of one block (:mod:`sgmcmc.run.feeds`) and keeps the last
+state of each group of ``thin`` and the estimate made at each group's first state. Under XLA a
+call stores into a fixed number of slots (:data:`XLA_MAX_GROUPS`, within
+:data:`XLA_BUFFER_BYTES`), so every chunk length shares one compiled program. Graph mode's
+burn-in runs :func:`~sgmcmc.run.program.advance`, a loop without the storage's writes, and so
+does OSGLD's automatic burn-in, which stops when the kernel's ``ready`` holds.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from . import program
+from .compiled import CompiledPrograms
+from .feeds import ChainFeeds, run_blocks
+from .variables import ChainVariables, read_now
+
+#: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
+#: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
+#: every chunk length shares one compiled program.
+XLA_MAX_GROUPS = 4096
+XLA_BUFFER_BYTES = 16 * 2**20
+
+
+class Keep(NamedTuple):
+    """Which iterations a run keeps: ``burn_in + thin, burn_in + 2 thin, …`` (global counter)."""
+
+    burn_in: int
+    thin: int
+
+    def count_until(self, t: int) -> int:
+        """How many kept iterations are ≤ ``t``."""
+        return max(0, (t - self.burn_in) // self.thin)
+
+    def is_kept(self, t: int) -> bool:
+        return t > self.burn_in and (t - self.burn_in) % self.thin == 0
+
+    def to_boundary(self, t: int) -> int:
+        """Iterations from ``t`` to the end of burn-in or the next kept iteration (0 if ``t`` is
+        on one): sampling chunks start on such a boundary."""
+        if t < self.burn_in:
+            return self.burn_in - t
+        return (-(t - self.burn_in)) % self.thin
+
+
+class ChunkResult(NamedTuple):
+    samples: dict[str, np.ndarray]  # [groups, K, *shape]: the state at the end of each group
+    log_posts: np.ndarray | None  # [groups, K]: the estimate at the state each group started from
+    grads: dict[str, np.ndarray]  # [groups, K, *shape] or {}
+    last_log_post: np.ndarray  # [K]
+    done: int  # iterations completed (< n on divergence)
+    diverged_at: int  # 0, or the global iteration that produced a non-finite value
+    finite_chains: np.ndarray  # [K] bool, at the divergence
+
+
+class WholeChainCalls:
+    """``step(state, t, batches) -> (state, estimate)`` run on ``variables`` in compiled calls of
+    many iterations. ``ready``: the kernel's burn-in criterion (OSGLD), or None."""
+
+    def __init__(self, step: Callable, variables: ChainVariables, feeds: ChainFeeds, programs: CompiledPrograms,
+                 bytes_per_chain_state: int, ready: Callable | None = None):
+        self._step = step
+        self._variables = variables
+        self._feeds = feeds
+        self._programs = programs
+        self._bytes_per_chain_state = bytes_per_chain_state
+        self._ready = ready
+
+    def bytes_per_kept(self, store_gradients: bool = False) -> int:
+        """Bytes one kept group adds to a sampling call's output, all chains: the state, its
+        gradient if stored, and the log-posterior estimate."""
+        per_chain = self._bytes_per_chain_state * (2 if store_gradients else 1) + self._variables.dtype.size
+        return per_chain * self._variables.n_chains
+
+    def max_groups_per_call(self, store_gradients: bool = False) -> int | None:
+        """The most kept groups one :meth:`sample_groups` call may hold: under XLA its fixed
+        storage (:data:`XLA_MAX_GROUPS` slots within :data:`XLA_BUFFER_BYTES`), else None."""
+        if not self._programs.jit_compile:
+            return None
+        return max(1, min(XLA_MAX_GROUPS, XLA_BUFFER_BYTES // self.bytes_per_kept(store_gradients)))
+
+    def advance(self, n: int, store_gradients: bool = False, until_ready: bool = False) -> ChunkResult:
+        """``n`` iterations, nothing kept. Under XLA the whole-chain program of
+        :meth:`sample_groups` with no group, so burn-in and sampling share one compilation
+        (``store_gradients``: that of the sampling calls that store gradients); in graph mode,
+        which compiles nothing, a loop without the storage's writes (they made a graph-mode
+        iteration ~20 % slower: 351–358 against 417–432 µs, 4 chains of a 5-parameter logistic
+        regression; RESULTS.md, round 6 session 9). ``until_ready``: also stop after the iteration
+        at which ``ready(aux)`` holds for every chain (``done`` says how many ran)."""
+        if self._programs.jit_compile and not until_ready:
+            return self._run_groups(n, 0, 1, store_gradients)
+        return self.advance_loop(n, until_ready)
+
+    def advance_loop(self, n: int, until_ready: bool = False) -> ChunkResult:
+        """:meth:`advance` by :func:`~sgmcmc.run.program.advance` in either mode (compiled as
+        ``"advance"`` or ``"advance_until_ready"``)."""
+        key = "advance_until_ready" if until_ready else "advance"
+        ready = self._ready if until_ready else None
+        feed = self._feeds.get("chain")
+
+        def advance(n, block, offset):
+            state, done, diverged_at = program.advance(self._step, self._variables.read(), n, block, offset, ready)
+            self._variables.write(state)
+            return done, diverged_at, state.log_post
+
+        def call(m, block):
+            return self._programs.call(key, advance, tf.constant(m, tf.int64), block, tf.constant(0, tf.int64))
+
+        results = run_blocks(n, feed, feed.capacity, call, self._iteration())
+        done = sum(int(r[0]) for r in results)
+        return self._result({}, None, {}, results[-1][2], done, results[-1][1])
+
+    def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
+        """``groups × thin`` iterations from a thinning boundary, keeping the last state of each
+        group of ``thin`` and the estimate made at each group's first state. Under XLA
+        ``groups`` is at most :meth:`max_groups_per_call`."""
+        capacity = self.max_groups_per_call(store_gradients)
+        if capacity is not None and groups > capacity:
+            raise ValueError(f"{groups} groups in one XLA call; at most {capacity} (max_groups_per_call)")
+        return self._run_groups(groups * thin, groups, thin, store_gradients)
+
+    def _iteration(self) -> int:
+        return int(read_now(self._variables.iteration))
+
+    def _run_groups(self, n: int, groups: int, thin: int, store_gradients: bool) -> ChunkResult:
+        """``n`` iterations with nothing kept (``groups`` = 0), or ``groups`` groups of ``thin``
+        (n = groups × thin), as calls of the whole-chain program, one block each. Its key does
+        not hold ``thin``: under XLA the storage has a slot per iteration of a block (at most
+        :meth:`max_groups_per_call`), whatever the thinning."""
+        feed = self._feeds.for_sampling(thin)
+        per_call = (feed.capacity // thin) * thin
+        capacity = self.max_groups_per_call(store_gradients)
+        storage = None if capacity is None else min(capacity, feed.capacity)
+        key = ("chunk", bool(store_gradients), storage, feed.capacity)
+
+        def run(n, g, th, block):
+            state, kept, done, diverged_at = program.run(
+                self._step, self._variables.read(), n, g, th, block, bool(store_gradients), storage
+            )
+            self._variables.write(state)
+            return kept.samples, kept.log_posts, kept.grads, state.log_post, done, diverged_at
+
+        def call(m, block):
+            g = m // thin if groups else 0
+            samples, log_posts, grads, last, done, diverged_at = self._programs.call(
+                key, run, tf.constant(m, tf.int64), tf.constant(g, tf.int64), tf.constant(thin, tf.int64), block
+            )
+            return done, diverged_at, last, g, samples, log_posts, grads
+
+        results = run_blocks(n, feed, per_call if groups else feed.capacity, call, self._iteration())
+        parts = [
+            self._result(samples, log_posts, grads, last, done, diverged_at)
+            for done, diverged_at, last, g, samples, log_posts, grads in results
+        ]
+        sizes = [r[3] for r in results]
+        return parts[-1]._replace(  # XLA's storage has `storage` slots: keep the groups asked for
+            samples={name: np.concatenate([p.samples[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].samples},
+            log_posts=np.concatenate([p.log_posts[:g] for p, g in zip(parts, sizes)]),
+            grads={name: np.concatenate([p.grads[name][:g] for p, g in zip(parts, sizes)]) for name in parts[0].grads},
+            done=sum(p.done for p in parts),
+        )
+
+    def _result(self, samples, log_posts, grads, last, done, diverged_at) -> ChunkResult:
+        last = last.numpy()
+        at = int(diverged_at)
+        # At a divergence the chains that broke are those whose log-posterior estimate is not
+        # finite (the state the failing iteration made is not kept).
+        finite = np.isfinite(last) if at else np.ones(self._variables.n_chains, bool)
+        return ChunkResult(
+            {name: s.numpy() for name, s in samples.items()},
+            None if log_posts is None else log_posts.numpy(),
+            {name: g.numpy() for name, g in grads.items()},
+            last,
+            int(done),
+            at,
+            finite,
+        )
