@@ -139,9 +139,9 @@ def tensor_unflattener(like: Mapping[str, np.ndarray]) -> Callable[[tf.Tensor], 
     return lambda x: {k: tf.reshape(x[a:b], shape) for k, a, b, shape in slices}
 
 
-def dense_hessian(estimator, mode: Mapping[str, np.ndarray], seed: int, rows: int = HESSIAN_ROWS) -> np.ndarray:
+def dense_hessian(estimator, mode: Mapping[str, np.ndarray], seed: int, sample_size: int = HESSIAN_ROWS) -> np.ndarray:
     """A at ``mode``, one Hessian-vector product per element on a row subsample of at most
-    ``rows`` rows scaled to N (all rows when N is that small), symmetrised.
+    ``sample_size`` rows scaled to N (all rows when N is that small), symmetrised.
 
     Parameters
     ----------
@@ -152,12 +152,12 @@ def dense_hessian(estimator, mode: Mapping[str, np.ndarray], seed: int, rows: in
         Name -> unconstrained value.
     seed
         Seeds the row subsample.
-    rows
+    sample_size
         At most this many rows.
     """
     names = list(mode)
     point = {k: tf.convert_to_tensor(np.asarray(v)) for k, v in mode.items()}  # the model dtype
-    sample = RowSample.draw(estimator.posterior, max(rows, 10 * estimator.batch_size), seed)
+    sample = RowSample.draw(estimator.posterior, max(sample_size, 10 * estimator.batch_size), seed)
     hess = NegativeHessian(estimator.posterior, point, sample.rows, sample.scale)
     d = sum(int(np.prod(np.shape(v))) for v in mode.values())
     columns = np.empty((d, d))

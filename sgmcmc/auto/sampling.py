@@ -288,18 +288,18 @@ def sample(
         whitened = Whitened(mode, matrix, log_lik, log_prior, constrained, dtype)
         origin = {Whitened.name: np.zeros(d)}
 
-        def safe_stepsize(model: Whitened, rows: int | None) -> float:
+        def safe_stepsize(model: Whitened, batch_size: int | None) -> float:
             def check(model_log_lik, minibatch_size, **strategy):
                 return check_stepsize(model_log_lik, dataset, origin, 1.0, model.log_prior, method=name,
                                       distortion=distortion, per_parameter=False, warn=False, seed=seed, dtype=dtype,
                                       minibatch_size=minibatch_size, **strategy)
 
             if shared is not None:  # rows sharded: the global answer, the same on every worker
-                return shared.whitened_stepsize(check, model, rows, name, distortion)
-            return float(check(model.log_lik, rows).safe_stepsize)
+                return shared.whitened_stepsize(check, model, batch_size, name, distortion)
+            return float(check(model.log_lik, batch_size).safe_stepsize)
 
         if plan["choose_batch"] and saved is None:
-            sizes["batch"], _ = balanced_batch(lambda rows: safe_stepsize(whitened, rows), batch, n_rows)
+            sizes["batch"], _ = balanced_batch(lambda size: safe_stepsize(whitened, size), batch, n_rows)
 
         def whitened_sampler(model: Whitened, phi_starts: np.ndarray):
             step = safe_stepsize(model, sizes["batch"])

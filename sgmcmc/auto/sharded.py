@@ -129,18 +129,18 @@ class ShardedRows:
         scale = self.scale
         return lambda params, dataset: scale * log_lik(params, dataset)
 
-    def whitened_stepsize(self, check: Callable[..., StepsizeCheck], model, rows: int | None, method: str,
+    def whitened_stepsize(self, check: Callable[..., StepsizeCheck], model, batch_size: int | None, method: str,
                           distortion: float) -> float:
         """The safe stepsize of the whitened ``model`` (module docstring; its all-reduced exact
         check is made once). ``check(log_lik, minibatch_size, **strategy)`` is ``sample``'s
-        stepsize check at stepsize 1; ``rows`` the minibatch (None: exact gradients)."""
+        stepsize check at stepsize 1; ``batch_size`` the minibatch's (None: exact gradients)."""
         log_lik = model.log_lik
         if model not in self._exact:
             self._exact = {model: check(log_lik, None, strategy=self.strategy, shard_rows=self.shard_rows)}
         exact = self._exact[model]
-        if rows is None:
+        if batch_size is None:
             return float(exact.safe_stepsize)
-        own = stratified_batch_sizes(rows, self.counts)[self.collective.worker]
+        own = stratified_batch_sizes(batch_size, self.counts)[self.collective.worker]
         local = check(self.scaled(log_lik), own)
         noise = float(self.gathered([local.noise / self.scale**2]).sum())
         dynamics = stability_model(method)

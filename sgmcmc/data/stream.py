@@ -117,13 +117,13 @@ class BatchStream:
         repeated = self.dataset.repeat()
         return repeated.skip(start) if start else repeated
 
-    def first_rows(self, rows: int) -> dict[str, np.ndarray]:
-        """The rows of the pipeline's first ⌈rows/n⌉ elements from a new iterator, joined
+    def first_rows(self, count: int) -> dict[str, np.ndarray]:
+        """The rows of the pipeline's first ⌈count/n⌉ elements from a new iterator, joined
         (name -> ``[elements·n, …]``): what the set-up's checks look at (the trial evaluation,
         the stepsize check's row sample). The chains start on the same rows when the pipeline
         gives the same elements on every iterator; a reshuffling shuffle gives them its next order."""
-        count = max(1, -(-int(rows) // self.batch_size))
-        box = [iter(self.elements().take(count).batch(count))]
+        elements = max(1, -(-int(count) // self.batch_size))
+        box = [iter(self.elements().take(elements).batch(elements))]
         try:
             joined = next(box[0])
         except StopIteration:

@@ -200,17 +200,17 @@ class RowSample:
         return len(next(iter(self.rows.values())))
 
     @classmethod
-    def draw(cls, posterior: Posterior, rows: int, seed: int) -> "RowSample":
-        """At most ``rows`` of the model's rows (all of them when it has no more). From a
+    def draw(cls, posterior: Posterior, sample_size: int, seed: int) -> "RowSample":
+        """At most ``sample_size`` of the model's rows (all of them when it has no more). From a
         ``tf.data`` pipeline (:mod:`sgmcmc.data.stream`), which has no rows by index: the rows of
-        its first ⌈m/n⌉ elements, m = min(N, ``rows``), scaled N/m — a sample of the data as far
+        its first ⌈m/n⌉ elements, m = min(N, ``sample_size``), scaled N/m — a sample of the data as far
         as the pipeline shuffles it (:meth:`~sgmcmc.data.stream.BatchStream.first_rows`)."""
         n_rows = posterior.n_rows
         if isinstance(posterior.rows, BatchStream):
-            taken = posterior.rows.first_rows(min(n_rows, int(rows)))
+            taken = posterior.rows.first_rows(min(n_rows, int(sample_size)))
             m = len(next(iter(taken.values())))
             return cls(taken, n_rows / m, False)
-        m = min(n_rows, int(rows))
+        m = min(n_rows, int(sample_size))
         if m == n_rows:
             indices = np.arange(n_rows, dtype=np.int64)
         else:
@@ -219,13 +219,13 @@ class RowSample:
         out = {k: aligned_empty((m, *shape), rows_read.dtypes[k]) for k, shape in rows_read.row_shapes.items()}
         return cls(rows_read.take(indices, out=out), n_rows / m, m == n_rows)
 
-    def subsample(self, rows: int, seed: int) -> "RowSample":
-        """At most ``rows`` of these rows (all of them when there are no more), drawn once
+    def subsample(self, sample_size: int, seed: int) -> "RowSample":
+        """At most ``sample_size`` of these rows (all of them when there are no more), drawn once
         (seeded, kept in order), their likelihood scaled to all N rows."""
-        if rows >= self.size:
+        if sample_size >= self.size:
             return self
-        keep = np.sort(np.random.default_rng([int(seed) & 0xFFFFFFFF, 31]).choice(self.size, rows, replace=False))
-        return RowSample(self.take(keep), self.scale * self.size / rows, False)
+        keep = np.sort(np.random.default_rng([int(seed) & 0xFFFFFFFF, 31]).choice(self.size, sample_size, replace=False))
+        return RowSample(self.take(keep), self.scale * self.size / sample_size, False)
 
     def take(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Rows ``indices`` (any shape) of the sample, each entry one new aligned array (read as

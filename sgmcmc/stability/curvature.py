@@ -328,7 +328,7 @@ class StepsizeCheck:
         ``sd_ratio`` and ``safe_stepsize`` include it.
     stability_limit : float
         The scaled curvature μ from which the dynamics' recursion is unstable (SGLD: 4).
-    rows : int or None
+    sample_size : int or None
         Rows the curvature and noise were estimated on (None: all of them).
     """
 
@@ -348,7 +348,7 @@ class StepsizeCheck:
     slow_mixing: bool = False
     noise: float = 0.0
     stability_limit: float = np.inf
-    rows: int | None = None
+    sample_size: int | None = None
 
     def at_temperature(self, temperature: float) -> "StepsizeCheck":
         """This check of the chain on log p / T with stepsize εT (:mod:`sgmcmc.tempering`)
@@ -375,7 +375,7 @@ class StepsizeCheck:
     def refusal(self, who: str = "") -> str:
         """What :class:`~sgmcmc.StepsizeError` says."""
         limit = _scaled_stepsize(self.stepsize, self.stability_limit / self.scaled_curvature)
-        seen = "" if self.rows is None else f" (curvature estimated on {self.rows:,} rows)"
+        seen = "" if self.sample_size is None else f" (curvature estimated on {self.sample_size:,} rows)"
         return (
             f"{who or self.method}: stepsize {_show(self.stepsize)} is beyond the stability limit of the dynamics "
             f"for this posterior: stepsize × largest curvature = {self.scaled_curvature:.3g}{seen}, and the "
@@ -543,7 +543,7 @@ def _check(
         slow_mixing=bool(slow_mixing),
         noise=q,
         stability_limit=stability_limit(method, **top_hyper),
-        rows=None if exact_rows else rows_seen,
+        sample_size=None if exact_rows else rows_seen,
     )
 
 
