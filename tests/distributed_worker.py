@@ -167,7 +167,7 @@ def sharded_sample(strategy, rows: dict, path, seed: int = 11) -> None:
 KILL_POINTS = {
     "mode_search": ("sgmcmc.run.mode_search", "mode_steps"),
     "curvature": ("sgmcmc.run.mode_search", "mode_curvature"),
-    "anchor": ("sgmcmc.run.sampler", "Sampler.full_data_gradient_at_mode"),
+    "anchor": ("sgmcmc.run.mode_search", "full_data_gradient_at_mode"),
     "check": ("sgmcmc.run.mode_search", "check_mode"),
 }
 

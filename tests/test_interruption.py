@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import sgmcmc
 import sgmcmc.run.chain
+import sgmcmc.run.calls
 import sgmcmc.run.sampler
 
 ARGS = dict(stepsize=1e-4, minibatch_size=100, verbose=False, seed=5)
@@ -177,7 +178,7 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
     neighbouring kept entries, one thinning group away, differ by 8–15, relative 0.3–4). SAGA:
     the program must not write the table (``for_storage``; checked: the table-writing estimator
     in its place changes 88 of the 200 continued entries)."""
-    monkeypatch.setattr(sgmcmc.run.sampler, "STORAGE_SNAPSHOT_BYTES", 0)
+    monkeypatch.setattr(sgmcmc.run.calls, "STORAGE_SNAPSHOT_BYTES", 0)
     model = small_gauss
     args = dict(log_prior=model.log_prior, minibatch_size=minibatch_size, seed=5, n_chains=2, estimator=estimator)
     stepsize = 1e-4 if name == "sgld" else 1e-5
@@ -185,7 +186,7 @@ def test_the_storage_programs_estimate_leaves_the_chain_alone(small_gauss, monke
     whole = getattr(sgmcmc, name)(model.log_lik, model.dataset, model.params, stepsize, n_iters=400, **args, **kept)
     sampler = getattr(sgmcmc, f"{name}_setup")(model.log_lik, model.dataset, model.params, stepsize, **args)
     first = sgmcmc.sample_chain(sampler, 250, **kept)
-    assert sampler._estimate_for_storage is not None  # the fallback ran
+    assert sampler.calls.storage_program is not None  # the fallback ran
     second = sgmcmc.sample_chain(sampler, 150, **kept)
     np.testing.assert_array_equal(np.concatenate([first["theta"], second["theta"]], axis=1), whole["theta"])
     np.testing.assert_array_equal(first.log_posterior[:, :-1], whole.log_posterior[:, :49])
@@ -209,7 +210,7 @@ def test_a_failing_end_of_run_estimate_keeps_every_sample(small_gauss, monkeypat
     def fail(*_):
         raise tf.errors.InternalError(None, None, "the storage estimate broke")
 
-    monkeypatch.setattr(sampler, "estimate_for_storage", fail)
+    monkeypatch.setattr(sampler.calls, "estimate_for_storage", fail)
     with pytest.raises(sgmcmc.SamplingError, match="the last kept sample .iteration 250. failed") as caught:
         sgmcmc.sample_chain(sampler, 250, **kept)
     got = caught.value.samples

@@ -6,7 +6,8 @@ state of each group of ``thin`` and the estimate made at each group's first stat
 call stores into a fixed number of slots (:data:`XLA_MAX_GROUPS`, within
 :data:`XLA_BUFFER_BYTES`), so every chunk length shares one compiled program. Graph mode's
 burn-in runs :func:`~sgmcmc.run.program.advance`, a loop without the storage's writes, and so
-does OSGLD's automatic burn-in, which stops when the kernel's ``ready`` holds.
+does OSGLD's automatic burn-in, which stops when the kernel's ``ready`` holds. A run that ends
+on a kept sample stores the estimate its next iteration would make (:meth:`WholeChainCalls.estimate_for_storage`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from ..data.pipeline import iteration_of
+from ..graph_options import own_function, package_call_options
+from ..step.contract import Estimate, Minibatches
+from ..step.random import ChainRandom
 from . import program
 from .compiled import CompiledPrograms
 from .feeds import ChainFeeds, run_blocks
@@ -26,6 +31,10 @@ from .variables import ChainVariables, read_now
 #: every chunk length shares one compiled program.
 XLA_MAX_GROUPS = 4096
 XLA_BUFFER_BYTES = 16 * 2**20
+#: Limits of the end-of-run estimate by one more sampling group (:meth:`WholeChainCalls.estimate_for_storage`):
+#: the state copied and put back, and the group's iterations, at most these.
+STORAGE_SNAPSHOT_BYTES = 64 * 2**20
+STORAGE_GROUP_ITERATIONS = 100
 
 
 class Keep(NamedTuple):
@@ -61,11 +70,18 @@ class ChunkResult(NamedTuple):
 
 class WholeChainCalls:
     """``step(state, t, batches) -> (state, estimate)`` run on ``variables`` in compiled calls of
-    many iterations. ``ready``: the kernel's burn-in criterion (OSGLD), or None."""
+    many iterations. ``ready``: the kernel's burn-in criterion (OSGLD), or None. For the end-of-run
+    estimate: the chains' ``estimator``, the storage stream ``storage_rng``, and
+    ``state_variables()``, every variable the chain's future depends on (put back after it)."""
 
     def __init__(self, step: Callable, variables: ChainVariables, feeds: ChainFeeds, programs: CompiledPrograms,
-                 bytes_per_chain_state: int, ready: Callable | None = None):
+                 bytes_per_chain_state: int, ready: Callable | None, estimator: Callable, storage_rng: ChainRandom,
+                 state_variables: Callable[[], list]):
         self._step = step
+        self._estimator = estimator
+        self._storage_rng = storage_rng
+        self._state_variables = state_variables
+        self.storage_program = None  # the estimate's separate program, made on first use
         self._variables = variables
         self._feeds = feeds
         self._programs = programs
@@ -181,3 +197,44 @@ class WholeChainCalls:
             at,
             finite,
         )
+
+    def estimate_for_storage(self, thin: int, store_gradients: bool) -> Estimate:
+        """The estimator's estimate at the current state, for a kept sample whose next iteration
+        has not run (the end of a run).
+
+        ``thin`` is the run's (the current iteration on a thinning boundary). One more group
+        of the run's own sampling program, whose first iteration makes exactly the estimate a
+        continuing run would store; then every state variable is put back (``state_variables``), so
+        the chain is as before. No new program: a separate one, traced and compiled for this
+        single estimate, cost 0.15-0.45 s of a fresh sampler's 1-3 s first call (benchmarks/
+        RESULTS.md, round 5 session 6). Used when the copy of the state is at most
+        :data:`STORAGE_SNAPSHOT_BYTES` and a group is at most :data:`STORAGE_GROUP_ITERATIONS`.
+
+        Otherwise: a separate program on the storage stream (the chain's
+        own random stream untouched, and the estimator's state: an estimator with state has a
+        ``for_storage`` method that changes none, SVRG's anchor, SAGA's table). ``t`` is the
+        next iteration's."""
+        variables = self._state_variables()
+        if thin <= STORAGE_GROUP_ITERATIONS and sum(int(np.prod(v.shape)) * v.dtype.size for v in variables) <= STORAGE_SNAPSHOT_BYTES:
+            saved = [v.read_value() for v in variables]
+            try:
+                group = self.sample_groups(1, thin, store_gradients)
+            finally:
+                for v, value in zip(variables, saved):
+                    v.assign(value)
+            return Estimate(group.log_posts[0], {k: g[0] for k, g in group.grads.items()})
+        if self.storage_program is None:
+            evaluate = getattr(self._estimator, "for_storage", self._estimator)
+
+            @own_function
+            def estimate(block):
+                t = self._variables.iteration.read_value() + 1
+                self._storage_rng.begin(t)
+                minibatch = Minibatches(iteration_of(block, 0)).next()
+                return evaluate(self._variables.read_params(), minibatch, self._storage_rng, t)
+
+            self.storage_program = estimate
+        block = self._feeds.get("storage").block(self._iteration(), 1)
+        with package_call_options():
+            est = self.storage_program(block)
+        return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})

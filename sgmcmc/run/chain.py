@@ -254,7 +254,7 @@ class _Storage:
         if self.saved_estimates >= self.n_kept:
             return  # a finished run read back from its checkpoint directory
         if self.n_kept and self.keep.count_until(t) > self.keep.count_until(t - 1):
-            est = self.sampler.estimate_for_storage(self.keep.thin, self.store_gradients)
+            est = self.sampler.calls.estimate_for_storage(self.keep.thin, self.store_gradients)
             self.log_posterior[:, -1] = est.log_post
             if self.gradients is not None:
                 for name, g in est.grads.items():

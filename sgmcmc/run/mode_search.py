@@ -482,7 +482,7 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
             run_auto_mode_search(sampler, step, verbose)
         else:
             run_mode_search(sampler, settings.n_iters_opt, verbose)
-    anchor_grad = sampler.full_data_gradient_at_mode()
+    anchor_grad = full_data_gradient_at_mode(sampler)
     for name, g in anchor_grad.items():
         if not np.all(np.isfinite(g.numpy())):
             raise DivergenceError(
@@ -495,5 +495,25 @@ def find_mode_and_anchor(sampler: Sampler, verbose: bool) -> None:
         anchor_grad, check, _ = polish_mode(sampler, anchor_grad, check, verbose)
         check_proper(sampler, _hessian(sampler)[1], verbose=verbose)
         report_mode(sampler, check, verbose)
-    sampler.set_anchor(anchor_grad)
+    set_anchor(sampler, anchor_grad)
     check_before_sampling(sampler)  # before sampling: stepsize x curvature at the mode, with the noise
+
+
+def full_data_gradient_at_mode(sampler: Sampler) -> dict[str, tf.Tensor]:
+    r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, streamed over all rows in
+    blocks, with a progress bar when the mode search shows its progress."""
+    with tqdm(
+        total=sampler.n_rows, desc=f"{sampler.method}: full-data gradient", unit="rows", unit_scale=True,
+        disable=not sampler.control_variate.verbose, leave=False,
+    ) as bar, package_call_options():
+        mode = {k: v.read_value() for k, v in sampler.estimator.mode.items()}
+        return sampler.one_chain_estimator.full_data_gradient(mode, bar.update)
+
+
+def set_anchor(sampler: Sampler, anchor_grad: dict[str, tf.Tensor]) -> None:
+    """Fix the control variate at the mode-search state with its full-data gradient; with one
+    start for all chains (R), every chain starts at the mode."""
+    sampler.estimator.set_anchor(anchor_grad)
+    if not sampler.starts_given_per_chain:
+        mode = {k: v.numpy() for k, v in sampler.estimator.mode.items()}
+        sampler.variables.set_params([mode] * sampler.n_chains)

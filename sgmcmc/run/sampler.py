@@ -32,16 +32,15 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tqdm.auto import tqdm
 
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
-from ..data.pipeline import BlockFeed, iteration_of
+from ..data.pipeline import BlockFeed
 from ..data.rows import Rows
 from ..data.stream import BatchStream
 from ..distribute.placement import RowShard
 from ..errors import NotInitialisedError
-from ..graph_options import own_function, package_call_options
-from ..step.contract import BoundEstimator, Estimate, Minibatches
+from ..graph_options import package_call_options
+from ..step.contract import BoundEstimator, Minibatches
 from ..step.estimators import MinibatchGradient
 from ..step.estimators.assemble import Estimators
 from ..step.random import ChainRandom
@@ -53,10 +52,6 @@ from .variables import ChainVariables, read_now
 
 __all__ = ["Sampler", "ControlVariateSettings", "ModeSearchStream", "ChunkResult", "Keep"]
 
-#: Limits of the end-of-run estimate by one more sampling group (:meth:`Sampler.estimate_for_storage`):
-#: the state copied and put back, and the group's iterations, at most these.
-STORAGE_SNAPSHOT_BYTES = 64 * 2**20
-STORAGE_GROUP_ITERATIONS = 100
 
 
 @dataclass(frozen=True)
@@ -157,7 +152,8 @@ class Sampler:
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
         self._starts = starts
         self._mode_start = starts[0] if mode_start is None else mode_start
-        self._starts_given_per_chain = starts_given_per_chain
+        #: Whether the starts were given per chain (else every chain starts at a CV sampler's mode).
+        self.starts_given_per_chain = bool(starts_given_per_chain)
         self.chain_ids = list(range(self.n_chains)) if chains is None else [int(c) for c in chains]
         if len(self.chain_ids) != self.n_chains:
             raise ValueError(f"{len(self.chain_ids)} chain indices for {self.n_chains} starts")
@@ -178,8 +174,8 @@ class Sampler:
         step = lambda state, t, batches: self._step(state, t, batches)  # noqa: E731 (tests patch Sampler._step)
         self.step_call = StepCall(method, step, self.variables, self.feeds, self.programs)
         state_bytes = sum(int(np.prod(shape)) for shape in self.shapes.values()) * dtype.size
-        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, getattr(kernel, "ready", None))
-        self._estimate_for_storage = None  # the separate program of estimate_for_storage, made on first use
+        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, getattr(kernel, "ready", None),
+                                     self.estimator, self._storage_rng, lambda: tf.nest.flatten(self._state()))
 
     def _make_random_streams(self) -> None:
         """The noise streams of :attr:`seed` (the minibatch streams are made from it by the feeds)."""
@@ -220,7 +216,7 @@ class Sampler:
             raise ValueError(f"start_again needs {self.n_chains} starts of shapes {self.shapes}, got {len(starts)} of {shapes}")
         self._starts = starts
         self._mode_start = starts[0] if mode_start is None else mode_start
-        self._starts_given_per_chain = bool(starts_given_per_chain)
+        self.starts_given_per_chain = bool(starts_given_per_chain)
         if self.control_variate is not None:
             self.estimator.mode_start = self._mode_start
             self.control_variate = dataclasses.replace(self.control_variate, verbose=verbose)
@@ -302,47 +298,6 @@ class Sampler:
         self.require_initialised()
         self.step_call()
 
-    def estimate_for_storage(self, thin: int, store_gradients: bool) -> Estimate:
-        """The estimator's estimate at the current state, for a kept sample whose next iteration
-        has not run (the end of a run).
-
-        ``thin`` is the run's (the current iteration on a thinning boundary). One more group
-        of the run's own sampling program, whose first iteration makes exactly the estimate a
-        continuing run would store; then every state variable is put back (:meth:`_state`), so
-        the chain is as before. No new program: a separate one, traced and compiled for this
-        single estimate, cost 0.15-0.45 s of a fresh sampler's 1-3 s first call (benchmarks/
-        RESULTS.md, round 5 session 6). Used when the copy of the state is at most
-        :data:`STORAGE_SNAPSHOT_BYTES` and a group is at most :data:`STORAGE_GROUP_ITERATIONS`.
-
-        Otherwise: a separate program on the storage stream (the chain's
-        own random stream untouched, and the estimator's state: an estimator with state has a
-        ``for_storage`` method that changes none, SVRG's anchor, SAGA's table). ``t`` is the
-        next iteration's."""
-        if thin <= STORAGE_GROUP_ITERATIONS and self.state_bytes() <= STORAGE_SNAPSHOT_BYTES:
-            variables = tf.nest.flatten(self._state())
-            saved = [v.read_value() for v in variables]
-            try:
-                group = self.calls.sample_groups(1, thin, store_gradients)  # not one of the chain's calls
-            finally:
-                for v, value in zip(variables, saved):
-                    v.assign(value)
-            return Estimate(group.log_posts[0], {k: g[0] for k, g in group.grads.items()})
-        if self._estimate_for_storage is None:
-            evaluate = getattr(self.estimator, "for_storage", self.estimator)
-
-            @own_function
-            def estimate(block):
-                t = self.variables.iteration.read_value() + 1
-                self._storage_rng.begin(t)
-                minibatch = Minibatches(iteration_of(block, 0)).next()
-                return evaluate(self.variables.read_params(), minibatch, self._storage_rng, t)
-
-            self._estimate_for_storage = estimate
-        block = self.feed("storage").block(self.iteration, 1)
-        with package_call_options():
-            est = self._estimate_for_storage(block)
-        return Estimate(est.log_post.numpy(), {k: g.numpy() for k, g in est.grads.items()})
-
     # -- state -----------------------------------------------------------------------------
     @property
     def iteration(self) -> int:
@@ -370,24 +325,6 @@ class Sampler:
         """Draw the kernel's auxiliary state (momenta, thermostats) at the current parameters."""
         self.rng.begin(self.variables.iteration.read_value())  # iteration 0's draws (or the current one's)
         self.variables.set_aux(self.kernel.init_aux(self.variables.read_params(), self.rng))
-
-    def full_data_gradient_at_mode(self) -> dict[str, tf.Tensor]:
-        r""":math:`\nabla\log p(\hat\theta|x)` at the mode-search state, streamed over all rows
-        in blocks, with a progress bar when the mode search shows its progress."""
-        with tqdm(
-            total=self.n_rows, desc=f"{self.method}: full-data gradient", unit="rows", unit_scale=True,
-            disable=not self.control_variate.verbose, leave=False,
-        ) as bar, package_call_options():
-            mode = {k: v.read_value() for k, v in self.estimator.mode.items()}
-            return self.one_chain_estimator.full_data_gradient(mode, bar.update)
-
-    def set_anchor(self, anchor_grad: dict[str, tf.Tensor]) -> None:
-        """Fix the control variate at the mode-search state with its full-data gradient; with one
-        start for all chains (R), every chain starts at the mode."""
-        self.estimator.set_anchor(anchor_grad)
-        if not self._starts_given_per_chain:
-            mode = {k: v.numpy() for k, v in self.estimator.mode.items()}
-            self.variables.set_params([mode] * self.n_chains)
 
     # -- checkpoints (SPEC §10) -------------------------------------------------------------
     def state_checkpoint(self, with_seed: bool = True) -> tf.train.Checkpoint:
@@ -435,12 +372,6 @@ class Sampler:
         if with_seed:
             self._adopt_seed(int(self.variables.seed.numpy()))
         self.initialised = True
-
-    def stepsize_check_point(self) -> dict[str, tf.Tensor]:
-        """Where the stepsize check looks: the CV mode, else the first chain's current state."""
-        if self.control_variate is not None:
-            return {k: v.read_value() for k, v in self.estimator.mode.items()}
-        return {k: v.read_value() if self.n_chains == 1 else v.read_value()[0] for k, v in self.params.items()}
 
     @property
     def noise_kind(self) -> str:

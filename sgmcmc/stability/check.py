@@ -356,7 +356,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
     values = {name: getattr(kernel, name) for name in type(kernel).hyperparameters}
     hyper = stability_model(method).distortion_hyperparameters(list(steps), values)
     if point is None:
-        point = sampler.stepsize_check_point()
+        point = _check_point(sampler)
     point = {k: tf.convert_to_tensor(v) for k, v in point.items()}
     batch_size = plain.batch_size
     sample = RowSample.draw(plain.posterior, check_rows(batch_size), sampler.seed)
@@ -527,3 +527,10 @@ def check_stepsize(
     if warn:
         _warn(result, "check_stepsize", stacklevel=2)
     return result
+
+
+def _check_point(sampler) -> dict[str, tf.Tensor]:
+    """Where the stepsize check looks: the CV mode, else the first chain's current state."""
+    if sampler.control_variate is not None:
+        return {k: v.read_value() for k, v in sampler.estimator.mode.items()}
+    return {k: v.read_value() if sampler.n_chains == 1 else v.read_value()[0] for k, v in sampler.params.items()}

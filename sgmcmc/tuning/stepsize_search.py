@@ -107,6 +107,7 @@ from ..api import samplers
 from ..api.runs import sample_chain
 from ..api.session import init_sess
 from ..run.compiled import default_jit_compile
+from ..run.mode_search import set_anchor
 from ..step.methods import METHODS
 from ..errors import DivergenceError, MixingWarning
 from ..step.posterior import FULL_GRADIENT_BATCH_ROWS, Posterior, value_and_grad
@@ -586,7 +587,7 @@ class _Search:
             if sampler is not first:
                 if first.control_variate is not None:
                     sampler.estimator.take_mode(first.estimator)
-                    sampler.set_anchor({k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
+                    set_anchor(sampler, {k: v.read_value() for k, v in first.estimator.anchor_grad.items()})
                     sampler.init_aux()
                     sampler.initialised = True
                 else:
