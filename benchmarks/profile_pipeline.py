@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     sgmcmc.init_sess(s)
     sgmcmc.sample_chain(s, 1000, verbose=False)
     s.calls.advance_loop(10)  # compiles the advance loop (graph mode's burn-in; no storage)
-    feed = s.feed("chain")
+    feed = s.feeds.get("chain")
     cap = feed.capacity
     draw = median_time(lambda: feed.indices.draw(feed.seed, feed.stream, feed.chains, 0, cap)) / cap
     idx = feed.indices.draw(feed.seed, feed.stream, feed.chains, 0, cap)

@@ -247,7 +247,7 @@ def test_flat_prior_still_adds_the_jacobian():
     log_lik, data = _scalar_model()
     sampler = sgmcmc.sgld_setup(log_lik, data, {"s": 1.5}, 1e-4, minibatch_size=10, constraints={"s": tfb.Exp()})
     xi = {"s": tf.constant([np.log(1.5)], tf.float32)}
-    value = sampler._plain.log_prior({"s": xi["s"][0]})
+    value = sampler.plain_estimator.log_prior({"s": xi["s"][0]})
     np.testing.assert_allclose(value.numpy(), np.log(1.5), rtol=1e-6)  # log|d e^ξ/dξ| = ξ
 
 

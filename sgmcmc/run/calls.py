@@ -88,6 +88,13 @@ class WholeChainCalls:
         self._bytes_per_chain_state = bytes_per_chain_state
         self._ready = ready
 
+    def ready(self) -> np.ndarray:
+        """``[K]`` bools: the kernel's ``ready(aux)`` at the current state (all True for a kernel
+        without one, or before the auxiliary state exists)."""
+        if self._variables.aux is None or self._ready is None:
+            return np.ones(self._variables.n_chains, bool)
+        return np.asarray(self._ready(self._variables.read_aux()))
+
     def bytes_per_kept(self, store_gradients: bool = False) -> int:
         """Bytes one kept group adds to a sampling call's output, all chains: the state, its
         gradient if stored, and the log-posterior estimate."""

@@ -196,7 +196,7 @@ def mode_steps(sampler: Sampler, n: int) -> ChunkResult:
         sampler.mode_search.iteration += int(done)
         return int(done), int(diverged_at), last.numpy()
 
-    feed = sampler.feed("mode")
+    feed = sampler.feeds.get("mode")
     results = run_blocks(n, feed, feed.capacity, call, sampler.mode_search.iteration)
     done = sum(r[0] for r in results)
     return ChunkResult({}, np.empty((0, 1)), {}, results[-1][2], done, results[-1][1], np.zeros(1, bool))

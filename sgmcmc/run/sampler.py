@@ -34,7 +34,6 @@ import numpy as np
 import tensorflow as tf
 
 from ..data.minibatch import CHAIN_STREAM, MODE_SEARCH_STREAM, STORAGE_STREAM, MinibatchIndices
-from ..data.pipeline import BlockFeed
 from ..data.rows import Rows
 from ..data.stream import BatchStream
 from ..distribute.placement import RowShard
@@ -165,7 +164,9 @@ class Sampler:
         minibatches = MinibatchIndices(self.n_rows, batch_size, minibatch_replace, per_iteration)
         self.rows = rows
         self.feeds = ChainFeeds(rows, minibatches, self.seed, self.chain_ids, shard)
-        self._plain = estimators.plain
+        #: The plain minibatch estimator of the user's model, which the other estimators wrap;
+        #: None for the count models.
+        self.plain_estimator: MinibatchGradient | None = estimators.plain
         self.estimator = estimators.chain
         #: The plain estimator for one chain: the mode search and the full-data passes (CV only).
         self.one_chain_estimator = estimators.one_chain
@@ -260,9 +261,9 @@ class Sampler:
         return (new_params, new_aux), est
 
     # -- the whole-chain API's calls (run/calls.py) and the step API's (run/step_call.py) ----
-    def feed(self, kind: str = "chain", capacity: int | None = None) -> BlockFeed:
-        """The block feed of ``kind`` (:class:`~sgmcmc.run.feeds.ChainFeeds`)."""
-        return self.feeds.get(kind, capacity)
+    def ready(self) -> np.ndarray:
+        """``[K]`` bools: the kernel's ``ready(aux)`` now (all True for a kernel without one)."""
+        return self.calls.ready()
 
     def advance(self, n: int, store_gradients: bool = False) -> ChunkResult:
         """``n`` iterations in compiled calls, nothing stored (burn-in, or up to the next thinning
@@ -278,13 +279,6 @@ class Sampler:
         if not hasattr(self.kernel, "ready"):
             raise TypeError(f"{self.method}'s kernel has no burn-in criterion (no ready(aux))")
         return self.calls.advance(n, until_ready=True)
-
-    def ready(self) -> np.ndarray:
-        """``[K]`` bools: the kernel's ``ready(aux)`` at the current state (all True for a kernel
-        without one)."""
-        if self.variables.aux is None or not hasattr(self.kernel, "ready"):
-            return np.ones(self.n_chains, bool)
-        return np.asarray(self.kernel.ready(self.variables.read_aux()))
 
     def sample_groups(self, groups: int, thin: int, store_gradients: bool = False) -> ChunkResult:
         """``groups × thin`` iterations in compiled calls from a thinning boundary, keeping the
@@ -372,21 +366,6 @@ class Sampler:
         if with_seed:
             self._adopt_seed(int(self.variables.seed.numpy()))
         self.initialised = True
-
-    @property
-    def noise_kind(self) -> str:
-        """How the gradient estimate's noise arises, for the stepsize check: ``"plain"`` (the
-        rows' gradients), ``"difference"`` (the control variate: differences from the mode) or
-        ``"anchor_draw"`` (SVRG/SAGA: differences from an anchor that is itself a chain state)."""
-        if self.control_variate is not None:
-            return "difference"
-        return "plain" if self.estimator is self._plain else "anchor_draw"
-
-    @property
-    def plain_estimator(self) -> MinibatchGradient | None:
-        """The plain minibatch estimator of the user's model (``log_lik``, ``log_prior``,
-        ``dataset``), which the other estimators wrap; None for the count models."""
-        return self._plain
 
     def kernel_state(self) -> Any:
         """The kernel's auxiliary state now (momenta, preconditioner statistics, L-BFGS pairs),

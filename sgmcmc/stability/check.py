@@ -370,7 +370,7 @@ def check_before_sampling(sampler, point: Mapping[str, Any] | None = None):
             block_hess = NegativeHessian(plain.posterior, point, block_sample.rows, block_sample.scale)
         like = {k: np.zeros(v.shape) for k, v in point.items()}
         root = {k: np.sqrt(steps[k]) for k in like}
-        kind = sampler.noise_kind
+        kind = noise_kind(sampler)
         ritz = lanczos(scaled_operator(hess, root), like, top_only=kind == "plain")  # else its subspace is used
         displacements = None
         if kind != "plain":
@@ -534,3 +534,12 @@ def _check_point(sampler) -> dict[str, tf.Tensor]:
     if sampler.control_variate is not None:
         return {k: v.read_value() for k, v in sampler.estimator.mode.items()}
     return {k: v.read_value() if sampler.n_chains == 1 else v.read_value()[0] for k, v in sampler.params.items()}
+
+
+def noise_kind(sampler) -> str:
+    """How a sampler's gradient estimate gets its noise: ``"plain"`` (the rows' gradients),
+    ``"difference"`` (the control variate: differences from the mode) or ``"anchor_draw"``
+    (SVRG/SAGA: differences from an anchor that is itself a chain state)."""
+    if sampler.control_variate is not None:
+        return "difference"
+    return "plain" if sampler.estimator is sampler.plain_estimator else "anchor_draw"

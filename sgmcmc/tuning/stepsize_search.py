@@ -117,7 +117,8 @@ from ..stability.curvature import (
     NegativeHessian, _top_scaled, largest_eigenvalue, largest_safe_mu, safe_factor, scaled_operator, sd_ratio,
     stability_model,
 )
-from ..stability.check import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos
+from ..stability.check import MinibatchNoise, RowSample, check_rows, difference_displacements, lanczos, noise_kind
+
 
 def _setup_function(name: str):
     """The public ``{name}_setup`` (the tuner drives the public step-by-step API)."""
@@ -720,9 +721,9 @@ def _noise_models(
     the sampler's estimator: plain rows, or differences from the mode / an anchor)."""
     plain = sampler.plain_estimator
     displacements = None
-    if sampler.noise_kind != "plain":
+    if noise_kind(sampler) != "plain":
         ritz = lanczos(hess, like, 20, 1e-3, seed)
-        spread = 1.0 if sampler.noise_kind == "difference" else math.sqrt(2.0)
+        spread = 1.0 if noise_kind(sampler) == "difference" else math.sqrt(2.0)
         displacements = difference_displacements(ritz, {k: 1.0 for k in like}, 4, spread, seed)
     models = {}
     for batch_size in batch_sizes:
