@@ -2,8 +2,9 @@
 
 Pure functions, traced inside the sampler's compiled calls: they take a :class:`ChainState` and
 a block of minibatches and return the new state and what was kept; they read and write no
-variable. :class:`~sgmcmc.run.sampler.Sampler` reads its variables into a ``ChainState``, calls
-one of them and writes the result back, in the same compiled call.
+variable. :class:`~sgmcmc.run.calls.WholeChainCalls` reads the sampler's variables into a
+``ChainState`` (:class:`~sgmcmc.run.variables.ChainVariables`), calls one of them and writes the
+result back, in the same compiled call.
 
 ``step(state, t, batches) -> (new_state, estimate)`` is one iteration
 (:meth:`~sgmcmc.run.sampler.Sampler._step`): ``state = (params, aux)`` with a leading chain axis,
@@ -61,8 +62,8 @@ def advance(
     step: Step, state: ChainState, n: tf.Tensor, block: dict, offset: tf.Tensor,
     ready: Callable[[Any], tf.Tensor] | None = None,
 ) -> tuple[ChainState, tf.Tensor, tf.Tensor]:
-    """``n`` iterations with nothing kept, the first reading ``block[offset]`` (the step API: the
-    next iteration's place in the block it holds), stopping at the first non-finite value and,
+    """``n`` iterations with nothing kept, the first reading ``block[offset]`` (graph mode's
+    burn-in and OSGLD's pass 0: a block starts at the current iteration), stopping at the first non-finite value and,
     with ``ready`` (the kernel's burn-in criterion on ``aux``), after the iteration at which it
     holds for every chain. Returns ``(state, done, diverged_at)``: ``diverged_at`` is the
     iteration that was not finite (0: none)."""
