@@ -175,7 +175,8 @@ class Sampler:
         step = lambda state, t, batches: self._step(state, t, batches)  # noqa: E731 (tests patch Sampler._step)
         self.step_call = StepCall(method, step, self.variables, self.feeds, self.programs)
         state_bytes = sum(int(np.prod(shape)) for shape in self.shapes.values()) * dtype.size
-        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, getattr(kernel, "ready", None),
+        ready = (lambda aux: self.kernel.ready(aux)) if hasattr(kernel, "ready") else None  # the tuner may replace the kernel
+        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, ready,
                                      self.estimator, self._storage_rng, lambda: tf.nest.flatten(self._state()))
 
     def _make_random_streams(self) -> None:
