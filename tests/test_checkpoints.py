@@ -24,6 +24,7 @@ from checkpoint_model import RUN, X, log_lik, run
 
 import sgmcmc
 import sgmcmc.run.sampler
+from sgmcmc.run import saved_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = {"x": X}
@@ -90,7 +91,7 @@ def test_restore_adopts_the_saved_seed(name, other_seed, saved):
     """Issue 29.6: the minibatches and noise are keyed by the seed, so a sampler set up with
     another seed (or none) that restores a state saved from ``seed=9`` must continue the saved
     chain, not its own (before: max diff 0.03 after 150 iterations). Fails when ``restore`` does
-    not adopt the saved seed (checked: removing ``_adopt_seed`` from ``Sampler.restore``).
+    not adopt the saved seed (checked: removing ``adopt_seed`` from ``saved_state.restore``).
     seed=None is run for sgld only: ``Sampler.__init__`` turns None into a drawn 63-bit int
     (``secrets.randbits``) and nothing after it sees whether the seed was given — the setup
     path (``Setup``, ``_checked_construction``) passes it through untouched — so sghmccv with
@@ -112,7 +113,7 @@ def test_restore_of_a_checkpoint_without_its_seed_keeps_the_setup_seed(tmp_path,
     """A checkpoint written before the seed was saved restores as before (same seed: exact)."""
     sampler, path, _ = saved("sgld")
     sampler.restore(str(path))
-    sampler.state_checkpoint(with_seed=False).write(str(tmp_path / "sampler"))
+    saved_state.state_checkpoint(sampler, with_seed=False).write(str(tmp_path / "sampler"))
     first = sgmcmc.sample_chain(sampler, 40, verbose=False)
     other = sgmcmc.sgld_setup(log_lik, DATA, {"m": 0.0}, **SMALL, **SETTINGS["sgld"])
     other.restore(str(tmp_path))

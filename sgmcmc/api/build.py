@@ -32,7 +32,8 @@ from ..step.dynamics import KernelContext
 from ..step.estimators import ControlVariate, EstimatorSpec, MinibatchCounts
 from ..step.estimators.assemble import Estimators, assemble_estimators
 from ..step.posterior import Posterior
-from ..run.sampler import ControlVariateSettings, Sampler
+from ..run.control_variate import ControlVariateSettings
+from ..run.sampler import Sampler
 from ..step.methods import Method
 from . import reuse
 from .options import Model, Setup
@@ -243,7 +244,7 @@ class _Construction:
         return Sampler(*self.head, self.estimators(), *self.args, **self.kwargs)
 
     def start_again(self, sampler: Sampler) -> None:
-        sampler.start_again(**self.again)
+        reuse.start_again(sampler, **self.again)
 
 
 def _checked_construction(

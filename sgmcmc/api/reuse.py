@@ -7,7 +7,7 @@ call, although a second call with the same model and settings would trace the sa
 the sampler of a finished whole-chain call is kept here, and a later call whose key equals its
 key (built by :func:`sgmcmc.api.build.whole_chain_sampler` from the records of
 :mod:`sgmcmc.programs`) takes it instead of building a new one: new starting values and seed
-(:meth:`Sampler.start_again`), then the usual :func:`~sgmcmc.init_sess` (reset, mode search,
+(:func:`start_again`), then the usual :func:`~sgmcmc.init_sess` (reset, mode search,
 stepsize check) and run. Its programs read the seed's keys, the starts and every state from
 variables, so the chain is the one a new sampler gives, bit for bit
 (``tests/test_compile_reuse.py``).
@@ -45,12 +45,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from ..programs import clear_model_programs, records_equal
 from ..run.sampler import Sampler
+from ..run.saved_state import state_bytes
 
 #: Samplers kept (least recently used dropped first) ...
 KEEP = 4
@@ -124,7 +128,7 @@ def reused_or_new(
     finally:
         if entry is not None:
             entry.sampler.release_buffers()
-            entry.nbytes = entry.sampler.state_bytes()
+            entry.nbytes = state_bytes(entry.sampler)
             entry.in_use = False
             _trim()
 
@@ -150,3 +154,33 @@ def cached_count() -> int:
     """How many samplers are kept (for tests and benchmarks)."""
     with _lock:
         return len(_entries)
+
+
+def start_again(
+    sampler: Sampler,
+    starts: list[dict[str, np.ndarray]],
+    seed: int | None,
+    *,
+    starts_given_per_chain: bool,
+    mode_start: dict[str, np.ndarray] | None,
+    stepsize_check: bool,
+    verbose: bool,
+    settings: dict,
+) -> None:
+    """Make ``sampler`` the sampler a new set-up with these starts and seed would make, keeping
+    its compiled functions: the whole-chain call that reuses it (same model, shapes and settings)
+    then prepares it with :func:`~sgmcmc.init_sess`, which resets every state variable from the
+    starts. Nothing compiled holds a start or the seed."""
+    shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
+    if shapes != sampler.shapes or len(starts) != sampler.n_chains:
+        raise ValueError(f"start_again needs {sampler.n_chains} starts of shapes {sampler.shapes}, got {len(starts)} of {shapes}")
+    sampler.starts = starts
+    sampler.mode_start = starts[0] if mode_start is None else mode_start
+    sampler.starts_given_per_chain = bool(starts_given_per_chain)
+    if sampler.control_variate is not None:
+        sampler.estimator.mode_start = sampler.mode_start
+        sampler.control_variate = dataclasses.replace(sampler.control_variate, verbose=verbose)
+    sampler.stepsize_check = bool(stepsize_check)
+    sampler.settings = dict(settings)  # the earlier runs' samples keep their own
+    sampler.adopt_seed(int(seed) if seed is not None else secrets.randbits(63))
+    sampler.initialised = False

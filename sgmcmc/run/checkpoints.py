@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..data.rows import CastEntry, is_array_like, take_rows
+from .saved_state import state_checkpoint
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -475,7 +476,7 @@ class CheckpointDirectory:
             _replace_atomically(os.path.join(self.directory, name), lambda p: _savez(p, shard))
             shards.append(name)
         state = f"state_{index:05d}"
-        sampler.state_checkpoint().write(os.path.join(self.directory, state))
+        state_checkpoint(sampler).write(os.path.join(self.directory, state))
         manifest = {
             "format": FORMAT,
             "fingerprint": fingerprint_text,

@@ -48,6 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from .checkpoints import MANIFEST, CheckpointDirectory, combine_fingerprints, write_json_atomically
+from .saved_state import state_checkpoint
 from ..distribute.collective import Collective, gather_or_raise
 from ..distribute.placement import Placement
 
@@ -116,7 +117,7 @@ def combined_fingerprint(collective: Collective, own: str) -> str:
 def state_digest(sampler) -> bytes:
     """A digest of every variable in the sampler's checkpoint (what a resume restores)."""
     h = hashlib.blake2b(digest_size=16)
-    checkpoint = sampler.state_checkpoint()  # held: the view keeps only a weak reference
+    checkpoint = state_checkpoint(sampler)  # held: the view keeps only a weak reference
     for item in tf.train.TrackableView(checkpoint).descendants():
         if isinstance(item, tf.Variable):
             h.update(np.ascontiguousarray(item.numpy()).tobytes())

@@ -9,7 +9,8 @@ the parts it assembles, one module each:
 * :mod:`sgmcmc.run.compiled` — the compiled programs, the compilation mode and XLA's fallback;
 * :mod:`sgmcmc.run.calls` — the whole-chain API's calls of the chain program
   (:mod:`sgmcmc.run.program`: many iterations a call, burn-in and sampling in one loop);
-* :mod:`sgmcmc.run.step_call` — the step API's call, one iteration a call.
+* :mod:`sgmcmc.run.step_call` — the step API's call, one iteration a call;
+* :mod:`sgmcmc.run.saved_state` — the whole state as a checkpoint (``save``, ``restore``).
 
 Both APIs pass the same global iteration ``t`` to the same counter-based draws
 (:class:`~sgmcmc.step.random.ChainRandom`: Philox keyed by the seed and stream, counter (chain, t,
@@ -24,10 +25,7 @@ back to the constrained scale.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,34 +41,15 @@ from ..step.contract import BoundEstimator, Minibatches
 from ..step.estimators import MinibatchGradient
 from ..step.estimators.assemble import Estimators
 from ..step.random import ChainRandom
+from . import saved_state
 from .calls import ChunkResult, Keep, WholeChainCalls
+from .control_variate import ControlVariateSettings, ModeSearchStream
 from .compiled import CompiledPrograms, default_jit_compile
 from .feeds import ChainFeeds
 from .step_call import StepCall
 from .variables import ChainVariables, read_now
 
 __all__ = ["Sampler", "ControlVariateSettings", "ModeSearchStream", "ChunkResult", "Keep"]
-
-
-
-@dataclass(frozen=True)
-class ControlVariateSettings:
-    """What the control-variate samplers add: the mode search before sampling."""
-
-    opt_stepsize: dict[str, float]
-    n_iters_opt: int
-    verbose: bool
-
-
-@dataclass
-class ModeSearchStream:
-    """What the control variate's SGD mode search (:mod:`sgmcmc.run.mode_search`) keeps between
-    its calls: its noise stream (one chain), the search steps taken so far, and its compiled
-    program (made on first use)."""
-
-    rng: ChainRandom
-    iteration: int = 0
-    program: Any = None
 
 
 class Sampler:
@@ -149,8 +128,9 @@ class Sampler:
         self.settings = dict(settings or {})
         self.constraints = constraints  # starts and functions are already unconstrained (api.build)
         self.shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
-        self._starts = starts
-        self._mode_start = starts[0] if mode_start is None else mode_start
+        #: The chains' starts (one dict each) and where the CV mode search starts.
+        self.starts = starts
+        self.mode_start = starts[0] if mode_start is None else mode_start
         #: Whether the starts were given per chain (else every chain starts at a CV sampler's mode).
         self.starts_given_per_chain = bool(starts_given_per_chain)
         self.chain_ids = list(range(self.n_chains)) if chains is None else [int(c) for c in chains]
@@ -177,7 +157,7 @@ class Sampler:
         state_bytes = sum(int(np.prod(shape)) for shape in self.shapes.values()) * dtype.size
         ready = (lambda aux: self.kernel.ready(aux)) if hasattr(kernel, "ready") else None  # the tuner may replace the kernel
         self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, ready,
-                                     self.estimator, self._storage_rng, lambda: tf.nest.flatten(self._state()))
+                                     self.estimator, self._storage_rng, lambda: tf.nest.flatten(saved_state.checkpointed(self)))
 
     def _make_random_streams(self) -> None:
         """The noise streams of :attr:`seed` (the minibatch streams are made from it by the feeds)."""
@@ -186,7 +166,7 @@ class Sampler:
         #: The CV mode search's own stream, counter and program (:mod:`sgmcmc.run.mode_search`).
         self.mode_search = ModeSearchStream(ChainRandom(self.seed, MODE_SEARCH_STREAM, self.dtype, 1))
 
-    def _adopt_seed(self, seed: int) -> None:
+    def adopt_seed(self, seed: int) -> None:
         """Continue the streams of ``seed`` (a restored state's, or a reused sampler's new one):
         every draw is a function of the seed and the iteration. The compiled functions read the
         noise streams' keys from variables when they run, so they stay; the minibatch feeds,
@@ -198,46 +178,12 @@ class Sampler:
             rng.reseed(self.seed)
         self.feeds.reseed(self.seed)
 
-    def start_again(
-        self,
-        starts: list[dict[str, np.ndarray]],
-        seed: int | None,
-        *,
-        starts_given_per_chain: bool,
-        mode_start: dict[str, np.ndarray] | None,
-        stepsize_check: bool,
-        verbose: bool,
-        settings: dict,
-    ) -> None:
-        """Become the sampler a new set-up with these starts and seed would make, keeping the
-        compiled functions: the whole-chain call that reuses this sampler (:mod:`sgmcmc.api.reuse`,
-        same model, shapes and settings) then prepares it with :func:`~sgmcmc.init_sess`, which
-        resets every state variable from the starts. Nothing compiled holds a start or the seed."""
-        shapes = {k: tuple(np.shape(v)) for k, v in starts[0].items()}
-        if shapes != self.shapes or len(starts) != self.n_chains:
-            raise ValueError(f"start_again needs {self.n_chains} starts of shapes {self.shapes}, got {len(starts)} of {shapes}")
-        self._starts = starts
-        self._mode_start = starts[0] if mode_start is None else mode_start
-        self.starts_given_per_chain = bool(starts_given_per_chain)
-        if self.control_variate is not None:
-            self.estimator.mode_start = self._mode_start
-            self.control_variate = dataclasses.replace(self.control_variate, verbose=verbose)
-        self.stepsize_check = bool(stepsize_check)
-        self.settings = dict(settings)  # the earlier runs' samples keep their own
-        self._adopt_seed(int(seed) if seed is not None else secrets.randbits(63))
-        self.initialised = False
-
     def release_buffers(self) -> None:
         """Free the minibatch feeds' block buffers (made again on next use): for a sampler kept
         between whole-chain calls (:mod:`sgmcmc.api.reuse`), which would otherwise hold up to
         two blocks per feed."""
         self.feeds.close()
         self.step_call.forget_block()
-
-    def state_bytes(self) -> int:
-        """Bytes of the variables a checkpoint holds (:meth:`_state`): the parameters, the
-        kernel's state, the estimator's (CV mode and anchor, SVRG anchors, SAGA's table)."""
-        return sum(int(np.prod(v.shape)) * v.dtype.size for v in tf.nest.flatten(self._state()))
 
     @property
     def jit_compile(self) -> bool:
@@ -293,7 +239,6 @@ class Sampler:
         self.require_initialised()
         self.step_call()
 
-    # -- state -----------------------------------------------------------------------------
     @property
     def iteration(self) -> int:
         return int(read_now(self.variables.iteration))
@@ -311,7 +256,7 @@ class Sampler:
         self.mode_search.iteration = 0
         if self.feeds.restart_stream():  # a tf.data pipeline starts again from its first element
             self.step_call.forget_block()
-        self.variables.restart(self._starts)
+        self.variables.restart(self.starts)
         if hasattr(self.estimator, "reset"):  # the CV mode; SVRG's anchor, SAGA's table (at the starts)
             with package_call_options():
                 self.estimator.reset(self.variables.read_params())
@@ -321,35 +266,12 @@ class Sampler:
         self.rng.begin(self.variables.iteration.read_value())  # iteration 0's draws (or the current one's)
         self.variables.set_aux(self.kernel.init_aux(self.variables.read_params(), self.rng))
 
-    # -- checkpoints (SPEC §10) -------------------------------------------------------------
-    def state_checkpoint(self, with_seed: bool = True) -> tf.train.Checkpoint:
-        """Everything the chain's future depends on: the seed, parameters, the kernel's auxiliary
-        state (momenta, thermostats, preconditioners), the iteration counter (which, with the seed,
-        fixes every draw),
-        the last log-posterior estimate, for CV samplers the mode, anchor and its gradient, and
-        a stateful estimator's variables (SVRG's anchors, SAGA's table)."""
-        if self.variables.aux is None:
-            self.init_aux()  # creates the variables a restore fills
-        return tf.train.Checkpoint(**self._state(with_seed))
-
-    def _state(self, with_seed: bool = True) -> dict[str, Any]:
-        """The variables of :meth:`_checkpoint`, by checkpoint key (the kernel's state only once
-        :meth:`init_aux` has made it)."""
-        parts = self.variables.checkpointed(with_seed)
-        if self.control_variate is not None:  # top-level keys, as the CV state always had
-            parts.update(self.estimator.variables())
-        elif hasattr(self.estimator, "variables"):
-            parts.update(estimator=self.estimator.variables())
-        return parts
-
+    # -- checkpoints (SPEC §10; run/saved_state.py) ---------------------------------------
     def save(self, directory: str) -> str:
         """Write the whole state to ``directory`` (``tf.train.Checkpoint``); returns the path
         prefix. A later :meth:`restore` (in this or another process, on a sampler made by the same
         ``*_setup`` call) continues the chain exactly where it was."""
-        self.require_initialised()
-        os.makedirs(directory, exist_ok=True)
-        self.variables.seed.assign(self.seed)
-        return self.state_checkpoint().write(os.path.join(directory, "sampler"))
+        return saved_state.save(self, directory)
 
     def restore(self, directory_or_prefix: str) -> None:
         """Read a state written by :meth:`save` (a directory, or the prefix ``save`` returned); the
@@ -358,15 +280,7 @@ class Sampler:
         sampler set up with another seed, or with ``seed=None``, continues the saved chain, and
         :attr:`seed` says which. A checkpoint written before the seed was saved keeps this
         sampler's seed (the chain continues only if the set-up's seed was the saved run's)."""
-        prefix = directory_or_prefix
-        if os.path.isdir(prefix):
-            prefix = os.path.join(prefix, "sampler")
-        saved = {name for name, _ in tf.train.list_variables(prefix)}
-        with_seed = "seed/.ATTRIBUTES/VARIABLE_VALUE" in saved
-        self.state_checkpoint(with_seed).read(prefix).assert_existing_objects_matched()
-        if with_seed:
-            self._adopt_seed(int(self.variables.seed.numpy()))
-        self.initialised = True
+        saved_state.restore(self, directory_or_prefix)
 
     def kernel_state(self) -> Any:
         """The kernel's auxiliary state now (momenta, preconditioner statistics, L-BFGS pairs),
