@@ -24,7 +24,7 @@ from ..step.random import ChainRandom
 from . import program
 from .compiled import CompiledPrograms
 from .feeds import ChainFeeds, run_blocks
-from .variables import ChainVariables, read_now
+from .variables import ChainVariables, nbytes, read_now
 
 #: Kept groups one XLA-compiled sampling call can hold: XLA needs a TensorArray's size at compile
 #: time, so the call stores into this many slots (bounded by :data:`XLA_BUFFER_BYTES` too) and
@@ -75,7 +75,7 @@ class WholeChainCalls:
     ``state_variables()``, every variable the chain's future depends on (put back after it)."""
 
     def __init__(self, step: Callable, variables: ChainVariables, feeds: ChainFeeds, programs: CompiledPrograms,
-                 bytes_per_chain_state: int, ready: Callable | None, estimator: Callable, storage_rng: ChainRandom,
+                 ready: Callable | None, estimator: Callable, storage_rng: ChainRandom,
                  state_variables: Callable[[], list]):
         self._step = step
         self._estimator = estimator
@@ -85,7 +85,6 @@ class WholeChainCalls:
         self._variables = variables
         self._feeds = feeds
         self._programs = programs
-        self._bytes_per_chain_state = bytes_per_chain_state
         self._ready = ready
 
     def ready(self) -> np.ndarray:
@@ -98,7 +97,7 @@ class WholeChainCalls:
     def bytes_per_kept(self, store_gradients: bool = False) -> int:
         """Bytes one kept group adds to a sampling call's output, all chains: the state, its
         gradient if stored, and the log-posterior estimate."""
-        per_chain = self._bytes_per_chain_state * (2 if store_gradients else 1) + self._variables.dtype.size
+        per_chain = self._variables.bytes_per_chain() * (2 if store_gradients else 1) + self._variables.dtype.size
         return per_chain * self._variables.n_chains
 
     def max_groups_per_call(self, store_gradients: bool = False) -> int | None:
@@ -222,7 +221,7 @@ class WholeChainCalls:
         ``for_storage`` method that changes none, SVRG's anchor, SAGA's table). ``t`` is the
         next iteration's."""
         variables = self._state_variables()
-        if thin <= STORAGE_GROUP_ITERATIONS and sum(int(np.prod(v.shape)) * v.dtype.size for v in variables) <= STORAGE_SNAPSHOT_BYTES:
+        if thin <= STORAGE_GROUP_ITERATIONS and nbytes(variables) <= STORAGE_SNAPSHOT_BYTES:
             saved = [v.read_value() for v in variables]
             try:
                 group = self.sample_groups(1, thin, store_gradients)

@@ -154,9 +154,8 @@ class Sampler:
         self.programs = CompiledPrograms(method, default_jit_compile(xla_by_default), lambda: self.step_call.forget_program())
         step = lambda state, t, batches: self._step(state, t, batches)  # noqa: E731 (tests patch Sampler._step)
         self.step_call = StepCall(method, step, self.variables, self.feeds, self.programs)
-        state_bytes = sum(int(np.prod(shape)) for shape in self.shapes.values()) * dtype.size
         ready = (lambda aux: self.kernel.ready(aux)) if hasattr(kernel, "ready") else None  # the tuner may replace the kernel
-        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, state_bytes, ready,
+        self.calls = WholeChainCalls(step, self.variables, self.feeds, self.programs, ready,
                                      self.estimator, self._storage_rng, lambda: tf.nest.flatten(saved_state.checkpointed(self)))
 
     def _make_random_streams(self) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
+
+from .variables import nbytes
 
 
 def checkpointed(sampler, with_seed: bool = True) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def state_checkpoint(sampler, with_seed: bool = True) -> tf.train.Checkpoint:
 
 def state_bytes(sampler) -> int:
     """Bytes of the variables a checkpoint holds."""
-    return sum(int(np.prod(v.shape)) * v.dtype.size for v in tf.nest.flatten(checkpointed(sampler)))
+    return nbytes(tf.nest.flatten(checkpointed(sampler)))
 
 
 def save(sampler, directory: str) -> str:

@@ -8,7 +8,7 @@ a program sees has the leading chain axis (:mod:`sgmcmc.step.dynamics.base`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -26,6 +26,11 @@ def read_now(variable: tf.Variable) -> np.ndarray:
     if type(variable) is not resource_variable_ops.ResourceVariable:
         return np.array(variable.numpy())
     return np.array(gen_resource_variable_ops.read_variable_op(variable.handle, variable.dtype))
+
+
+def nbytes(variables: Iterable[tf.Variable]) -> int:
+    """Bytes the values of ``variables`` hold."""
+    return sum(int(np.prod(v.shape)) * v.dtype.size for v in variables)
 
 
 class ChainVariables:
@@ -46,6 +51,10 @@ class ChainVariables:
         if self.n_chains == 1:
             return starts[0][name]
         return np.stack([s[name] for s in starts])
+
+    def bytes_per_chain(self) -> int:
+        """Bytes of one chain's parameters."""
+        return nbytes(self.params.values()) // self.n_chains
 
     def read_params(self) -> dict[str, tf.Tensor]:
         """The parameters with the chain axis, ``[K, *shape]``."""

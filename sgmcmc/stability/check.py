@@ -533,7 +533,7 @@ def _check_point(sampler) -> dict[str, tf.Tensor]:
     """Where the stepsize check looks: the CV mode, else the first chain's current state."""
     if sampler.control_variate is not None:
         return {k: v.read_value() for k, v in sampler.estimator.mode.items()}
-    return {k: v.read_value() if sampler.n_chains == 1 else v.read_value()[0] for k, v in sampler.params.items()}
+    return {k: v[0] for k, v in sampler.variables.read_params().items()}
 
 
 def noise_kind(sampler) -> str:
