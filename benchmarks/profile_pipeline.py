@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     block = feed.block(s.iteration, cap)
     fn = s.programs.function("advance", None)
     n = tf.constant(cap, tf.int64)
-    call = median_time(lambda: fn(n, block, tf.constant(0, tf.int64))) / cap
+    call = median_time(lambda: fn(n, block)) / cap
     whole = median_time(lambda: sgmcmc.sample_chain(s, 10 * cap, verbose=False), 3) / (10 * cap)
     print(
         f"N={args.n_rows} K={args.chains} replace={args.replace} capacity={cap} mode={'XLA' if s.jit_compile else 'graph'}: "

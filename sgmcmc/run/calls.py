@@ -126,13 +126,13 @@ class WholeChainCalls:
         ready = self._ready if until_ready else None
         feed = self._feeds.get("chain")
 
-        def advance(n, block, offset):
-            state, done, diverged_at = program.advance(self._step, self._variables.read(), n, block, offset, ready)
+        def advance(n, block):
+            state, done, diverged_at = program.advance(self._step, self._variables.read(), n, block, ready)
             self._variables.write(state)
             return done, diverged_at, state.log_post
 
         def call(m, block):
-            return self._programs.call(key, advance, tf.constant(m, tf.int64), block, tf.constant(0, tf.int64))
+            return self._programs.call(key, advance, tf.constant(m, tf.int64), block)
 
         results = run_blocks(n, feed, feed.capacity, call, self._iteration())
         done = sum(int(r[0]) for r in results)

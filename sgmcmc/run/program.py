@@ -59,19 +59,17 @@ def _settled(start: ChainState, state, prev, diverged_at, last, ran) -> tuple[Ch
 
 
 def advance(
-    step: Step, state: ChainState, n: tf.Tensor, block: dict, offset: tf.Tensor,
+    step: Step, state: ChainState, n: tf.Tensor, block: dict,
     ready: Callable[[Any], tf.Tensor] | None = None,
 ) -> tuple[ChainState, tf.Tensor, tf.Tensor]:
-    """``n`` iterations with nothing kept, the first reading ``block[offset]`` (graph mode's
-    burn-in and OSGLD's pass 0: a block starts at the current iteration), stopping at the first non-finite value and,
+    """``n`` iterations with nothing kept (graph mode's burn-in, OSGLD's automatic burn-in),
+    iteration i of the call reading ``block[i]``, stopping at the first non-finite value and,
     with ``ready`` (the kernel's burn-in criterion on ``aux``), after the iteration at which it
     holds for every chain. Returns ``(state, done, diverged_at)``: ``diverged_at`` is the
     iteration that was not finite (0: none)."""
-    origin = state.t - offset
-
     def body(i, current, prev, diverged_at, last):
         t = state.t + i + 1
-        new, est = step(current, t, iteration_of(block, t - origin - 1))
+        new, est = step(current, t, iteration_of(block, i))
         ok = tf.reduce_all(finite_per_chain(new[0], est.log_post))
         return i + 1, new, current, tf.where(ok, diverged_at, t), est.log_post
 
